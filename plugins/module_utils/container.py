@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decide whether this code runs inside a container, from evidence that matters.
+
+Marker files alone lie: the H200 machines are full-root VMs that carry a stale /.dockerenv,
+and Ansible's own facts call them docker guests. So the decision rests on strong evidence
+(what PID 1's environment or systemd says, podman's /run/.containerenv, a user namespace that
+does not map the whole uid range, cgroup paths of LXC/docker/podman payloads), and weak markers
+are only reported. Modules that refuse host work in a container let the operator override.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+_CGROUP_HINTS = (
+    (re.compile(r"/lxc\.payload\.([^/]+)"), "lxc"),
+    (re.compile(r"/lxc/([^/]+)"), "lxc"),
+    (re.compile(r"/docker[-/]([0-9a-f]{12,})"), "docker"),
+    (re.compile(r"/libpod-([0-9a-f]{12,})"), "podman"),
+    (re.compile(r"/machine\.slice/.*machine-([^/]+)\.scope"), "systemd-nspawn"),
+)
+
+_FULL_RANGE = 4294967295
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+    except (OSError, IOError):
+        return None
+
+
+def _pid1_container_var(proc_root):
+    data = _read(os.path.join(proc_root, "1", "environ"))
+    if not data:
+        return None
+    for item in data.split("\0"):
+        if item.startswith("container="):
+            return item.split("=", 1)[1] or "unknown"
+    return None
+
+
+def uid_map_is_identity(proc_root="/proc"):
+    """True when this process sees the initial user namespace's full uid range, 0 to 2^32-1.
+
+    None when the map cannot be read. An unprivileged container maps a slice only
+    (e.g. ``0 100000 65536``), which is what makes its root unable to touch host state.
+    """
+    data = _read(os.path.join(proc_root, "self", "uid_map"))
+    if data is None:
+        return None
+    rows = [line.split() for line in data.strip().splitlines() if line.strip()]
+    return rows == [["0", "0", str(_FULL_RANGE)]]
+
+
+def detect(proc_root="/proc", root="/"):
+    """Return ``{"detected": bool, "kind": str or None, "evidence": [...], "ignored": [...]}``.
+
+    ``evidence`` lists what made the decision; ``ignored`` lists weak markers seen but not
+    trusted on their own (a stale /.dockerenv on a VM, for one).
+    """
+    evidence = []
+    ignored = []
+    kind = None
+
+    value = _pid1_container_var(proc_root)
+    if value:
+        evidence.append("PID 1 environment has container=%s" % value)
+        kind = value
+
+    systemd_marker = _read(os.path.join(root, "run", "systemd", "container"))
+    if systemd_marker and systemd_marker.strip():
+        evidence.append("/run/systemd/container says %s" % systemd_marker.strip())
+        kind = kind or systemd_marker.strip()
+
+    if os.path.exists(os.path.join(root, "run", ".containerenv")):
+        evidence.append("/run/.containerenv exists (podman)")
+        kind = kind or "podman"
+
+    identity = uid_map_is_identity(proc_root)
+    if identity is False:
+        evidence.append("user namespace maps a partial uid range (unprivileged container)")
+        kind = kind or "user-namespace"
+
+    cgroup = _read(os.path.join(proc_root, "1", "cgroup")) or ""
+    for pattern, name in _CGROUP_HINTS:
+        if pattern.search(cgroup):
+            evidence.append("PID 1 cgroup path names a %s payload" % name)
+            kind = kind or name
+            break
+
+    if os.path.exists(os.path.join(root, ".dockerenv")):
+        (evidence if evidence else ignored).append("/.dockerenv exists")
+
+    return {
+        "detected": bool(evidence),
+        "kind": kind,
+        "evidence": evidence,
+        "ignored": ignored,
+    }

@@ -1,0 +1,42 @@
+"""Builders for fake /proc and /sys trees, and a runner for modules' main()."""
+
+import json
+import os
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+
+def write_tree(root, files):
+    """Create ``{relative path: content}`` under ``root``; content str/bytes, None = directory."""
+    for rel, content in files.items():
+        path = os.path.join(str(root), rel)
+        if content is None:
+            os.makedirs(path, exist_ok=True)
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        mode = "wb" if isinstance(content, bytes) else "w"
+        with open(path, mode) as handle:
+            handle.write(content)
+
+
+def read(path):
+    with open(str(path)) as handle:
+        return handle.read()
+
+
+def run_module(module, args, capsys, check_mode=False, diff=False):
+    """Run a module's main() with ``args``; return (failed, result dict)."""
+    args = dict(args)
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    capsys.readouterr()
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exc:
+            module.main()
+    out = capsys.readouterr().out
+    result = json.loads(out.strip().splitlines()[-1])
+    return bool(exc.value.code) or bool(result.get("failed")), result
