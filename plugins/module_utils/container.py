@@ -3,11 +3,14 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Decide whether this code runs inside a container, from evidence that matters.
 
-Marker files alone lie: the H200 machines are full-root VMs that carry a stale /.dockerenv,
-and Ansible's own facts call them docker guests. So the decision rests on strong evidence
-(what PID 1's environment or systemd says, podman's /run/.containerenv, a user namespace that
-does not map the whole uid range, cgroup paths of LXC/docker/podman payloads), and weak markers
-are only reported. Modules that refuse host work in a container let the operator override.
+Marker files lie: the H200 machines are full-root VMs booted from a container image that
+carry a stale /.dockerenv AND a /run/systemd/container saying "docker", and Ansible's own facts
+call them docker guests. So the decision rests on live evidence only: PID 1's environment
+(``container=``, set by LXC, podman and systemd-nspawn), a user namespace that does not map the
+whole uid range, cgroup paths of LXC/docker/podman payloads, and a read-only /proc/sys mount.
+Files that an image can carry (/.dockerenv, /run/.containerenv, /run/systemd/container) only
+name the kind once live evidence exists, and are otherwise reported as ignored. Modules that
+refuse host work in a container let the operator override.
 """
 
 from __future__ import annotations
@@ -57,14 +60,33 @@ def uid_map_is_identity(proc_root="/proc"):
     return rows == [["0", "0", str(_FULL_RANGE)]]
 
 
+def _proc_sys_read_only(proc_root):
+    try:
+        return bool(os.statvfs(os.path.join(proc_root, "sys")).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _marker_files(root):
+    """(description, kind) of container marker files present; an image can carry them stale."""
+    found = []
+    text = _read(os.path.join(root, "run", "systemd", "container"))
+    if text and text.strip():
+        found.append(("/run/systemd/container says %s" % text.strip(), text.strip()))
+    if os.path.exists(os.path.join(root, "run", ".containerenv")):
+        found.append(("/run/.containerenv exists", "podman"))
+    if os.path.exists(os.path.join(root, ".dockerenv")):
+        found.append(("/.dockerenv exists", "docker"))
+    return found
+
+
 def detect(proc_root="/proc", root="/"):
     """Return ``{"detected": bool, "kind": str or None, "evidence": [...], "ignored": [...]}``.
 
-    ``evidence`` lists what made the decision; ``ignored`` lists weak markers seen but not
-    trusted on their own (a stale /.dockerenv on a VM, for one).
+    ``evidence`` lists the live facts the decision rests on; ``ignored`` lists marker files
+    seen but not trusted on their own (stale ones on a VM, for one).
     """
     evidence = []
-    ignored = []
     kind = None
 
     value = _pid1_container_var(proc_root)
@@ -72,17 +94,7 @@ def detect(proc_root="/proc", root="/"):
         evidence.append("PID 1 environment has container=%s" % value)
         kind = value
 
-    systemd_marker = _read(os.path.join(root, "run", "systemd", "container"))
-    if systemd_marker and systemd_marker.strip():
-        evidence.append("/run/systemd/container says %s" % systemd_marker.strip())
-        kind = kind or systemd_marker.strip()
-
-    if os.path.exists(os.path.join(root, "run", ".containerenv")):
-        evidence.append("/run/.containerenv exists (podman)")
-        kind = kind or "podman"
-
-    identity = uid_map_is_identity(proc_root)
-    if identity is False:
+    if uid_map_is_identity(proc_root) is False:
         evidence.append("user namespace maps a partial uid range (unprivileged container)")
         kind = kind or "user-namespace"
 
@@ -90,11 +102,22 @@ def detect(proc_root="/proc", root="/"):
     for pattern, name in _CGROUP_HINTS:
         if pattern.search(cgroup):
             evidence.append("PID 1 cgroup path names a %s payload" % name)
-            kind = kind or name
+            kind = kind if kind not in (None, "user-namespace") else name
             break
 
-    if os.path.exists(os.path.join(root, ".dockerenv")):
-        (evidence if evidence else ignored).append("/.dockerenv exists")
+    if _proc_sys_read_only(proc_root):
+        evidence.append("/proc/sys is mounted read-only")
+
+    markers = _marker_files(root)
+    ignored = []
+    if evidence:
+        for text, marker_kind in markers:
+            evidence.append(text)
+            if kind in (None, "user-namespace"):
+                kind = marker_kind
+        kind = kind or "unknown"
+    else:
+        ignored = [text for text, _kind in markers]
 
     return {
         "detected": bool(evidence),

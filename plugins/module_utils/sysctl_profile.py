@@ -51,16 +51,18 @@ def profile_filename(name, priority):
     return "%02d-gpufleet-%s.conf" % (priority, name)
 
 
-def render_file(name, values, skipped):
-    """Text of the persisted file: the applied keys, and the skipped ones as comments."""
+def render_file(name, values):
+    """Text of the persisted file: the keys applied on this host, sorted.
+
+    Skipped keys are left out entirely (not even as comments), so the file depends only on
+    what is applied: a check-mode read-back that excludes them sees the same bytes.
+    """
     lines = [
         "# Managed by Ansible (gpufleet.tuning.sysctl_profile), profile %s." % name,
         "# Local edits are overwritten on the next run; remove with state=absent.",
     ]
     for key in sorted(values):
         lines.append("%s = %s" % (key, values[key]))
-    for key in sorted(skipped):
-        lines.append("# not persisted: %s (%s)" % (key, skipped[key]))
     return "\n".join(lines) + "\n"
 
 
@@ -243,7 +245,7 @@ def _run_present(params, desired, paths, conf_path, state_path, originals, conta
 
     persisted_values = dict((k, v) for k, v in desired.items() if k not in skipped)
     file_before = fileops.read_text(conf_path)
-    file_after = render_file(params["name"], persisted_values, skipped) if params["persist"] else None
+    file_after = render_file(params["name"], persisted_values) if params["persist"] else None
     stale = _other_profile_files(paths, params["name"], os.path.basename(conf_path))
     diff = [diffs.values_diff(before, result["after"], "sysctl runtime values")]
     file_changed = file_before != file_after

@@ -17,12 +17,15 @@ def test_bare_host(tmp_path):
     assert found == {"detected": False, "kind": None, "evidence": [], "ignored": []}
 
 
-def test_stale_dockerenv_on_a_vm_is_not_a_container(tmp_path):
-    # The H200 machines: identity uid map, PID 1 environ unreadable, a leftover /.dockerenv.
-    proc, root = _tree(tmp_path, {"proc/self/uid_map": IDENTITY, "root/.dockerenv": ""})
+def test_stale_markers_on_a_vm_are_not_a_container(tmp_path):
+    # What the H200 machines showed: identity uid map, PID 1 (process_api) environ unreadable,
+    # cgroup 0::/process_api/core, a leftover /.dockerenv and /run/systemd/container = docker.
+    proc, root = _tree(tmp_path, {"proc/self/uid_map": IDENTITY, "proc/1/cgroup": "0::/process_api/core\n",
+                                  "root/.dockerenv": "", "root/run/systemd/container": "docker\n"})
     found = container.detect(proc, root)
     assert found["detected"] is False
-    assert found["ignored"] == ["/.dockerenv exists"]
+    assert found["kind"] is None
+    assert found["ignored"] == ["/run/systemd/container says docker", "/.dockerenv exists"]
 
 
 def test_unprivileged_lxc(tmp_path):
@@ -38,18 +41,41 @@ def test_unprivileged_lxc(tmp_path):
 
 
 def test_privileged_podman(tmp_path):
-    proc, root = _tree(tmp_path, {"proc/self/uid_map": IDENTITY, "root/run/.containerenv": ""})
+    proc, root = _tree(tmp_path, {"proc/self/uid_map": IDENTITY, "proc/1/environ": "container=podman\0",
+                                  "root/run/.containerenv": ""})
     found = container.detect(proc, root)
     assert found["detected"] is True and found["kind"] == "podman"
+    assert found["evidence"] == ["PID 1 environment has container=podman", "/run/.containerenv exists"]
 
 
-def test_systemd_marker_and_cgroup(tmp_path):
+def test_marker_alone_is_ignored(tmp_path):
+    proc, root = _tree(tmp_path, {"proc/self/uid_map": IDENTITY, "root/run/.containerenv": ""})
+    found = container.detect(proc, root)
+    assert found["detected"] is False and found["ignored"] == ["/run/.containerenv exists"]
+
+
+def test_read_only_proc_sys_is_evidence(tmp_path, monkeypatch):
+    import os
+    proc, root = _tree(tmp_path, {"proc/self/uid_map": IDENTITY, "proc/sys": None, "root/.dockerenv": ""})
+    real = os.statvfs
+
+    class RO(object):
+        f_flag = os.ST_RDONLY
+
+    monkeypatch.setattr(os, "statvfs", lambda p: RO() if p.endswith("/proc/sys") else real(p))
+    found = container.detect(proc, root)
+    assert found["detected"] is True
+    assert found["evidence"] == ["/proc/sys is mounted read-only", "/.dockerenv exists"]
+    assert found["kind"] == "docker"
+
+
+def test_cgroup_payload_and_systemd_marker(tmp_path):
     proc, root = _tree(tmp_path, {"proc/self/uid_map": IDENTITY,
                                   "proc/1/cgroup": "0::/lxc.payload.101/init.scope\n",
                                   "root/run/systemd/container": "lxc\n"})
     found = container.detect(proc, root)
     assert found["kind"] == "lxc"
-    assert len(found["evidence"]) == 2
+    assert found["evidence"] == ["PID 1 cgroup path names a lxc payload", "/run/systemd/container says lxc"]
 
 
 def test_uid_map_unreadable_is_unknown(tmp_path):
