@@ -1,0 +1,395 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""PCIe Max Read Request Size of the GPUs: select, plan, write, read back, persist.
+
+The module gpufleet.tuning.pcie_maxreadreq is a thin shell over ``run()``. Config space work
+(capability walk, the bits-14:12-only write, read-back and restore) is pci_config's; this
+file decides which devices, plans, refuses what must not happen (a container writing the
+host's devices), applies every write inside one Transaction, and keeps the persistence.
+
+Why a udev rule (and no boot unit): the value lives in the device and is lost at reboot and
+when a device is re-added or its driver rebinds. At boot, udev's coldplug replays an ``add``
+event for every device, and a driver load sends ``bind``, so one rule on ``add|bind`` covers
+boot, hotplug and driver reloads. What it runs is a helper generated from pci_config's own
+source (plus a one-line call of its ``cli_main``), so the boot path is the tested code, not a
+second implementation in shell.
+"""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import os
+import re
+import sys
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import container as container_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
+from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils import pci_config
+from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
+
+RULE_FILE = "90-gpufleet-pcie-maxreadreq.rules"
+HELPER = "/usr/local/libexec/gpufleet/pcie-maxreadreq"
+DEFAULT_VENDOR = "0x10de"
+DEFAULT_CLASSES = ("0x0300", "0x0302")
+DIFF_HEADER = "PCIe Max Read Request Size"
+
+_VENDOR_RE = re.compile(r"^0x[0-9a-f]{4}$")
+_CLASS_RE = re.compile(r"^0x[0-9a-f]{4}(?:[0-9a-f]{2})?$")
+
+
+class PcieError(Exception):
+    """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
+
+    def __init__(self, message, partial=None):
+        super(PcieError, self).__init__(message)
+        self.message = message
+        self.partial = partial or {}
+
+
+def default_interpreter():
+    """The helper's interpreter: the system python3 (it outlives virtualenvs), else this one."""
+    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+class Paths(object):
+    """Where the module reads and writes; tests point these into a temp dir."""
+
+    def __init__(self, sysfs=pci_config.SYSFS, udev_rules_d="/etc/udev/rules.d", helper=HELPER,
+                 proc="/proc", root="/", interpreter=None):
+        self.sysfs = sysfs
+        self.udev_rules_d = udev_rules_d
+        self.helper = helper
+        self.proc = proc
+        self.root = root
+        self.interpreter = interpreter or default_interpreter()
+
+    @property
+    def rule(self):
+        return os.path.join(self.udev_rules_d, RULE_FILE)
+
+
+# ---------------------------------------------------------------------------- validation
+
+def _vendor(value, errors):
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0xFFFF:
+        return "0x%04x" % value
+    if isinstance(value, str) and _VENDOR_RE.match(value.strip().lower()):
+        return value.strip().lower()
+    errors.append("vendor %r is not valid: a PCI vendor ID written 0x and 4 hex digits, e.g. "
+                  "'0x10de' for NVIDIA (quote it in YAML)" % (value,))
+    return None
+
+
+def _class(value, errors):
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0xFFFFFF:
+        return "0x%04x" % value if value <= 0xFFFF else "0x%06x" % value
+    if isinstance(value, str) and _CLASS_RE.match(value.strip().lower()):
+        return value.strip().lower()
+    errors.append("class %r is not valid: 0x and 4 hex digits (class and subclass, e.g. '0x0302' "
+                  "for a 3D controller) or 6 (with the programming interface, e.g. '0x030200')"
+                  % (value,))
+    return None
+
+
+def validate(params):
+    """Check every option before anything is read or written; return the normalized spec."""
+    errors = []
+    size = params.get("size")
+    try:
+        pci_config.encode_size(size)
+    except pci_config.PciError as exc:
+        errors.append(str(exc))
+    devices = []
+    raw_devices = params.get("devices") or []
+    if not isinstance(raw_devices, list):
+        errors.append("devices must be a list of PCI addresses")
+        raw_devices = []
+    for item in raw_devices:
+        try:
+            bdf = pci_config.parse_bdf(item)
+        except pci_config.PciError as exc:
+            errors.append(str(exc))
+            continue
+        if bdf not in devices:
+            devices.append(bdf)
+    vendor = _vendor(params.get("vendor", DEFAULT_VENDOR), errors)
+    raw_classes = params.get("classes")
+    if raw_classes is None:
+        raw_classes = list(DEFAULT_CLASSES)
+    if not isinstance(raw_classes, list):
+        raw_classes = [raw_classes]
+    classes = []
+    for item in raw_classes:
+        value = _class(item, errors)
+        if value is not None and value not in classes:
+            classes.append(value)
+    if not devices and not raw_classes:
+        errors.append("classes is empty: name at least one PCI class (the default is %s) or "
+                      "list the devices" % ", ".join(DEFAULT_CLASSES))
+    if errors:
+        raise PcieError("invalid options, nothing was read or changed: " + "; ".join(errors))
+    return {
+        "size": size,
+        "devices": devices,
+        "vendor": vendor,
+        "classes": classes,
+        "include_bridges": bool(params.get("include_bridges")),
+        "persist": bool(params.get("persist", True)),
+        "allow_in_container": bool(params.get("allow_in_container")),
+    }
+
+
+# ----------------------------------------------------------------------------- selection
+
+def _class_matches(device_class, wanted):
+    device_class = (device_class or "").lower()
+    if len(wanted) == 6:  # 0xCCSS: any programming interface
+        return device_class[:6] == wanted
+    return device_class == wanted
+
+
+def select(sysfs, spec):
+    """Targets as ``{"bdf", "role", "upstream_of"}``: the selected devices, then their bridges."""
+    if spec["devices"]:
+        missing = [bdf for bdf in spec["devices"] if not pci_config.exists(sysfs, bdf)]
+        if missing:
+            raise PcieError("no PCI device %s under %s; nothing was changed"
+                            % (", ".join(missing), pci_config.devices_dir(sysfs)))
+        chosen = list(spec["devices"])
+    else:
+        chosen = []
+        for bdf in pci_config.list_devices(sysfs):
+            if (pci_config.read_attr(sysfs, bdf, "vendor") or "").lower() != spec["vendor"]:
+                continue
+            device_class = pci_config.read_attr(sysfs, bdf, "class")
+            if any(_class_matches(device_class, wanted) for wanted in spec["classes"]):
+                chosen.append(bdf)
+    targets = [{"bdf": bdf, "role": "selected", "upstream_of": []} for bdf in chosen]
+    if spec["include_bridges"]:
+        bridges = {}
+        for bdf in chosen:
+            for bridge in pci_config.upstream_bridges(sysfs, bdf):
+                if bridge not in chosen:
+                    bridges.setdefault(bridge, []).append(bdf)
+        for bridge in sorted(bridges):
+            targets.append({"bdf": bridge, "role": "upstream bridge", "upstream_of": bridges[bridge]})
+    return targets
+
+
+def inspect_device(sysfs, target):
+    """Read one device; return (entry for the result, Express capability offset or None).
+
+    A device that cannot be handled gets ``reason`` and no offset: not root (64 readable
+    bytes), no Express capability, a corrupt capability list, a reserved MRRS encoding.
+    """
+    bdf = target["bdf"]
+    entry = dict(target)
+    entry.update(pci_config.identity(sysfs, bdf))
+    entry.update({"port_type": None, "express_cap": None, "devctl_before": None, "devctl_after": None,
+                  "mrrs_before": None, "mrrs_after": None, "mps": None, "mps_supported": None,
+                  "link": None, "changed": False, "reason": None})
+    link_attrs = pci_config.read_link_attrs(sysfs, bdf)
+    try:
+        data = pci_config.read_config(sysfs, bdf)
+        cap = pci_config.express_capability(data)
+    except (OSError, IOError) as exc:
+        entry["reason"] = "config space cannot be read: %s" % (exc.strerror or exc)
+        entry["link"] = pci_config.link_report(sysfs_attrs=link_attrs)
+        return entry, None
+    except pci_config.Unsupported as exc:
+        entry["reason"] = str(exc)
+        entry["link"] = pci_config.link_report(sysfs_attrs=link_attrs)
+        return entry, None
+    devctl = pci_config.u16(data, cap + pci_config.EXP_DEVCTL)
+    devcap = pci_config.u32(data, cap + pci_config.EXP_DEVCAP)
+    entry.update({
+        "port_type": pci_config.port_type(data, cap),
+        "express_cap": "0x%02x" % cap,
+        "devctl_before": "0x%04x" % devctl,
+        "devctl_after": "0x%04x" % devctl,
+        "mrrs_before": pci_config.mrrs_of(devctl),
+        "mrrs_after": pci_config.mrrs_of(devctl),
+        "mps": pci_config.mps_of(devctl),
+        "mps_supported": pci_config.decode_size(devcap & 0x7),
+        "link": pci_config.link_report(data, cap, link_attrs),
+    })
+    if entry["mrrs_before"] is None:
+        entry["reason"] = ("Device Control 0x%04x holds the reserved MRRS encoding %d: left alone"
+                           % (devctl, (devctl & pci_config.DEVCTL_MRRS_MASK) >> pci_config.DEVCTL_MRRS_SHIFT))
+        return entry, None
+    return entry, cap
+
+
+# --------------------------------------------------------------------------- persistence
+
+def helper_source():
+    """pci_config's source text, also when the module runs from Ansible's zipped payload."""
+    try:
+        return inspect.getsource(pci_config)
+    except (OSError, IOError, TypeError):
+        pass
+    loader = getattr(pci_config, "__loader__", None)
+    source = loader.get_source(pci_config.__name__) if loader is not None else None
+    if not source:
+        raise PcieError("cannot read the source of module_utils/pci_config.py to build the "
+                        "boot helper; use persist=false or report this")
+    return source
+
+
+def render_helper(interpreter):
+    """The helper udev runs: pci_config's source and a call of its command line."""
+    return ("#!%s\n"
+            "# Generated by gpufleet.tuning.pcie_maxreadreq from module_utils/pci_config.py; do not edit.\n"
+            "# Run by %s; removed with persist=false.\n"
+            "%s\n\n"
+            "if __name__ == \"__main__\":\n"
+            "    sys.exit(cli_main())\n") % (interpreter, RULE_FILE, helper_source().rstrip("\n"))
+
+
+def render_rule(spec, helper):
+    """udev rule: on add (coldplug at boot, hotplug) and bind (driver load), run the helper."""
+    args = "--size %d%s" % (spec["size"], " --include-bridges" if spec["include_bridges"] else "")
+    run = 'RUN+="%s %s $kernel"' % (helper, args)
+    lines = [
+        "# Managed by Ansible (gpufleet.tuning.pcie_maxreadreq); local edits are overwritten.",
+        "# Sets PCIe Max Read Request Size %d bytes when a selected device is added (udev replays"
+        % spec["size"],
+        "# add for every device at boot) or a driver binds to it. Removed with persist=false.",
+    ]
+    if spec["devices"]:
+        for bdf in spec["devices"]:
+            lines.append('ACTION=="add|bind", SUBSYSTEM=="pci", KERNEL=="%s", %s' % (bdf, run))
+    else:
+        for wanted in spec["classes"]:
+            pattern = wanted + "??" if len(wanted) == 6 else wanted
+            lines.append('ACTION=="add|bind", SUBSYSTEM=="pci", ATTR{vendor}=="%s", ATTR{class}=="%s", %s'
+                         % (spec["vendor"], pattern, run))
+    return "\n".join(lines) + "\n"
+
+
+def wanted_files(spec, paths):
+    """Helper before rule when installing, rule before helper when removing."""
+    if spec["persist"]:
+        return [managed_files.Wanted(paths.helper, render_helper(paths.interpreter), mode=0o755),
+                managed_files.Wanted(paths.rule, render_rule(spec, paths.helper), mode=0o644)]
+    return [managed_files.Wanted(paths.rule), managed_files.Wanted(paths.helper)]
+
+
+# ---------------------------------------------------------------------------------- run
+
+def _label(entry):
+    """``0000:41:00.0 (10de:2335, class 0x030200)``: how failures name a device."""
+    def bare(value):
+        return value[2:] if value and value.startswith("0x") else (value or "?")
+    return "%s (%s:%s, class %s)" % (entry["bdf"], bare(entry.get("vendor")), bare(entry.get("device")),
+                                     entry.get("class") or "?")
+
+
+def _describe_failure(entry, exc, sysfs):
+    if isinstance(exc, (OSError, IOError)):
+        text = "failed to write Device Control of %s: %s" % (_label(entry), exc.strerror or exc)
+        mode = pci_config.lockdown(sysfs)
+        if mode:
+            text += " (kernel lockdown is %s: it forbids config space writes from user space)" % mode
+        elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            text += " (needs root and a read-write /sys)"
+        return text
+    return "%s %s" % (_label(entry), exc)
+
+
+def _partial(result, entries):
+    """What fail_json reports: every device as it is now (a failed call restored them)."""
+    devices = []
+    for entry in entries:
+        devices.append(dict(entry, mrrs_after=entry["mrrs_before"], devctl_after=entry["devctl_before"],
+                            changed=False))
+    return {"devices": devices, "container": result["container"], "size": result["size"],
+            "skipped_keys": result["skipped_keys"]}
+
+
+def run(params, check_mode=False, paths=None):
+    """Set MRRS on the selected devices and keep the udev persistence; return the result dict."""
+    paths = paths or Paths()
+    spec = validate(params)
+    container = container_mod.detect(proc_root=paths.proc, root=paths.root)
+    targets = select(paths.sysfs, spec)
+    entries = []
+    planned = []
+    for target in targets:
+        entry, cap = inspect_device(paths.sysfs, target)
+        entries.append(entry)
+        if cap is not None and entry["mrrs_before"] != spec["size"]:
+            planned.append((entry, cap))
+    # A node with no matching device gets no new udev rule (nothing to keep); files an earlier
+    # run installed stay until persist=false removes them.
+    nothing_to_keep = spec["persist"] and not targets
+    file_changes = [] if nothing_to_keep else managed_files.plan(wanted_files(spec, paths))
+
+    result = {
+        "changed": False,
+        "size": spec["size"],
+        "devices": entries,
+        "skipped_keys": dict((e["bdf"], e["reason"]) for e in entries if e["reason"]),
+        "container": container,
+        "persisted": spec["persist"] and (bool(targets) or os.path.exists(paths.rule)),
+        "files": [paths.helper, paths.rule],
+        "reboot_required": False,
+        "diff": [],
+    }
+
+    if (planned or file_changes) and container["detected"] and not spec["allow_in_container"]:
+        what = []
+        if planned:
+            what.append("set MRRS %d on %s" % (spec["size"], ", ".join(e["bdf"] for e, _cap in planned)))
+        if file_changes:
+            what.append("install the udev persistence" if spec["persist"] else "remove the udev persistence")
+        raise PcieError(
+            "refusing to %s from inside a container (%s): PCI config space and udev belong to the "
+            "host, so run this on the host (gpufleet.tuning.host role); nothing was changed. Set "
+            "allow_in_container=true only where the detection is wrong and this is the host"
+            % (" and ".join(what), "; ".join(container["evidence"])), _partial(result, entries))
+    blocked = [e for e, _cap in planned if not pci_config.writable(paths.sysfs, e["bdf"])]
+    if blocked:
+        hint = ("read-only here: this looks like a container, whose /sys is the host's"
+                if container["detected"] else "not writable: needs root and a read-write /sys")
+        raise PcieError("config space of %s is %s; nothing was changed"
+                        % (", ".join(_label(e) for e in blocked), hint), _partial(result, entries))
+
+    tx = Transaction()
+    for entry, cap in planned:
+        if check_mode:
+            devctl = int(entry["devctl_before"], 16)
+            entry["devctl_after"] = "0x%04x" % pci_config.with_mrrs(devctl, spec["size"])
+            entry["mrrs_after"] = spec["size"]
+            entry["changed"] = True
+            continue
+        try:
+            old, new = pci_config.set_mrrs(paths.sysfs, entry["bdf"], cap, spec["size"])
+        except (OSError, IOError, pci_config.PciError) as exc:
+            err = tx.abort(_describe_failure(entry, exc, paths.sysfs))
+            raise PcieError(err.full_message(), _partial(result, entries))
+        tx.record("MRRS of %s" % entry["bdf"], _undo(paths.sysfs, entry["bdf"], cap, entry["mrrs_before"]))
+        entry["devctl_before"] = "0x%04x" % old  # the word as read right before the write
+        entry["devctl_after"] = "0x%04x" % new
+        entry["mrrs_after"] = pci_config.mrrs_of(new)
+        entry["changed"] = old != new
+    if file_changes and not check_mode:
+        try:
+            managed_files.apply(file_changes, tx)
+        except (OSError, IOError) as exc:
+            err = tx.abort("failed to write %s: %s" % (getattr(exc, "filename", None) or paths.rule,
+                                                       exc.strerror or exc))
+            raise PcieError(err.full_message(), _partial(result, entries))
+
+    before = dict(("%s MRRS" % e["bdf"], e["mrrs_before"]) for e in entries if e["mrrs_before"] is not None)
+    after = dict(("%s MRRS" % e["bdf"], e["mrrs_after"]) for e in entries if e["mrrs_after"] is not None)
+    result["diff"] = [diffs.values_diff(before, after, DIFF_HEADER)] + managed_files.diff_entries(file_changes)
+    result["changed"] = any(e["changed"] for e in entries) or bool(file_changes)
+    return result
+
+
+def _undo(sysfs, bdf, cap, size):
+    return lambda: pci_config.set_mrrs(sysfs, bdf, cap, size)
