@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run the p2p_bandwidth measurement outside Ansible and print the matrices, then measure
@@ -46,11 +45,11 @@ def torch_matrix(indices, size, reps, warmup):
         for src, dst in ((a, b), (b, a)):
             stream = torch.cuda.Stream(device=src)
             with torch.cuda.device(src), torch.cuda.stream(stream):
-                for _ in range(warmup):
+                for _rep in range(warmup):
                     bufs[dst][1].copy_(bufs[src][0], non_blocking=True)
                 start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record(stream)
-                for _ in range(reps):
+                for _rep in range(reps):
                     bufs[dst][1].copy_(bufs[src][0], non_blocking=True)
                 stop.record(stream)
                 stop.synchronize()
@@ -63,10 +62,10 @@ def torch_matrix(indices, size, reps, warmup):
             start.record(sa)
         sb.wait_event(start)
         with torch.cuda.device(a), torch.cuda.stream(sa):
-            for _ in range(reps):
+            for _rep in range(reps):
                 bufs[b][1].copy_(bufs[a][0], non_blocking=True)
         with torch.cuda.device(b), torch.cuda.stream(sb):
-            for _ in range(reps):
+            for _rep in range(reps):
                 bufs[a][1].copy_(bufs[b][0], non_blocking=True)
             end_b.record(sb)
         sa.wait_event(end_b)
@@ -78,7 +77,7 @@ def torch_matrix(indices, size, reps, warmup):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--gpus", nargs="*", help="GPU indices or PCI addresses (default: all)")
     parser.add_argument("--size-mib", type=int, default=256)
     parser.add_argument("--repetitions", type=int, default=10)

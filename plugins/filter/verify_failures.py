@@ -44,6 +44,7 @@ _value:
   elements: str
 """
 
+
 def verify_failures(data):
     if not isinstance(data, dict):
         raise AnsibleFilterError("verify_failures expects a dict with p2p and readback")

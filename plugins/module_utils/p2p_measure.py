@@ -47,10 +47,10 @@ class Gpu(object):
         self.ctx = driver.primary_ctx_retain(self.dev)
         self.retained = True
         driver.set_current(self.ctx)
-        self.streams = [driver.stream_create() for _ in range(streams)]
+        self.streams = [driver.stream_create() for _rep in range(streams)]
         self.start = driver.event_create()
         self.stop = driver.event_create()
-        self.ends = [driver.event_create() for _ in range(streams)]
+        self.ends = [driver.event_create() for _rep in range(streams)]
         self.send = None
         self.recv = None
         self.pattern = (0x5A + 17 * index) & 0xFF or 0x01
@@ -131,7 +131,7 @@ class Runner(object):
     def _enqueue(self, src, dst, size, count):
         """``count`` copies of ``size`` bytes src->dst, split across src's streams."""
         chunk = size // len(src.streams)
-        for _ in range(count):
+        for _rep in range(count):
             for n, stream in enumerate(src.streams):
                 length = chunk if n < len(src.streams) - 1 else size - chunk * n
                 self.d.memcpy_peer_async(dst.recv + n * chunk, dst.ctx, src.send + n * chunk, src.ctx, length, stream)
@@ -188,10 +188,10 @@ class Runner(object):
     def latency(self, src, dst):
         self.d.set_current(src.ctx)
         stream = src.streams[0]
-        for _ in range(max(1, self.warmup)):
+        for _rep in range(max(1, self.warmup)):
             self.d.memcpy_peer_async(dst.recv, dst.ctx, src.send, src.ctx, LATENCY_BYTES, stream)
         self.d.event_record(src.start, stream)
-        for _ in range(self.lat_iters):
+        for _rep in range(self.lat_iters):
             self.d.memcpy_peer_async(dst.recv, dst.ctx, src.send, src.ctx, LATENCY_BYTES, stream)
         self.d.event_record(src.stop, stream)
         self.d.event_wait(src.stop, self.timeout)

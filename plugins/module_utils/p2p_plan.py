@@ -198,7 +198,7 @@ def matrices(indices, pairs, bidirectional):
     nothing was measured), keyed as in MATRICES, plus the GPU index of each row."""
     pos = dict((index, n) for n, index in enumerate(indices))
     size = len(indices)
-    out = dict((key, [[None] * size for _ in range(size)]) for key, _title, _fmt in MATRICES)
+    out = dict((key, [[None] * size for _rep in range(size)]) for key, _title, _fmt in MATRICES)
     for res in pairs:
         i, j = pos[res["src"]], pos[res["dst"]]
         for key in ("unidirectional_p2p_gbps", "unidirectional_staged_gbps", "latency_p2p_us", "latency_staged_us"):
