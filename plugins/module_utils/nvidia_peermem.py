@@ -1,0 +1,473 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""nvidia_peermem: decide whether it can work here, then load and persist it (or remove it).
+
+The module gpufleet.tuning.nvidia_peermem is a thin shell over ``run()``.
+
+Why a precheck: nvidia_peermem registers GPU memory with the RDMA stack through
+``ib_register_peer_memory_client``, which only the ib_core of NVIDIA MLNX_OFED / DOCA-OFED
+exports. With the distribution's own ib_core, ``modprobe nvidia_peermem`` fails with an opaque
+"Invalid argument" or "Unknown symbol". Every fact needed to predict that is in /proc and /sys
+(and depmod's index), so the module gathers them first and refuses with a message that says
+what is missing, before modprobe runs. On a node where the module cannot work and the operator
+said ``require: false`` (or where no RDMA device exists and ``only_with_rdma`` is set), the
+outcome is ``needed: false`` with the reason: a valid result, not an error.
+
+The symbol check, precisely: if a loaded module exports the symbol (/proc/kallsyms), fine; if
+ib_core is loaded *without* it, the in-box stack is running even if MLNX_OFED is installed
+(reloading the RDMA stack, or a reboot, is needed); if ib_core is not loaded, depmod's
+modules.symbols says whether the ib_core modprobe would load exports it.
+
+Order of work: persistence files first (a Transaction restores them), then modprobe, then a
+read-back of /sys/module; any failure undoes what this call did.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import container as container_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
+from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_modules as km
+from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver
+from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
+
+MODULE = "nvidia_peermem"
+DRIVER = "nvidia"
+PEER_SYMBOL = "ib_register_peer_memory_client"
+# Parameters nvidia_peermem takes, with the values it accepts (both read back from sysfs).
+PARAMS = {
+    "peerdirect_support": (0, 1),       # 1 = legacy PeerDirect, for MLNX_OFED 4.9 LTS
+    "persistent_api_support": (0, 1),   # 0 = legacy non-persistent nvidia_p2p API
+}
+FILE_NAME = "gpufleet-nvidia-peermem.conf"
+# Where NVIDIA driver installs outside the module tree keep their modules (the H200 machines).
+EXTRA_MODULE_DIRS = ("usr/local/nvidia/modules",)
+HEADER = ("# Managed by Ansible (gpufleet.tuning.nvidia_peermem): GPUDirect RDMA peer memory.\n"
+          "# Local edits are overwritten on the next run; remove with state=absent.\n")
+DMABUF_HINT = ("use DMA-BUF for GPUDirect RDMA instead (NVIDIA's recommended path, which needs no "
+               "nvidia_peermem: Linux 5.12 or later with NVIDIA's open GPU kernel modules; "
+               "NCCL_DMABUF_ENABLE=1 for NCCL)")
+
+
+class PeermemError(Exception):
+    """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
+
+    def __init__(self, message, partial=None):
+        super(PeermemError, self).__init__(message)
+        self.message = message
+        self.partial = partial or {}
+
+
+class Paths(object):
+    """Where the module looks; everything hangs off ``root`` so tests use a temp tree."""
+
+    def __init__(self, root="/"):
+        self.root = root
+        self.proc = os.path.join(root, "proc")
+        self.sys = os.path.join(root, "sys")
+        self.lib_modules = os.path.join(root, "lib", "modules")
+        self.modules_load_d = os.path.join(root, "etc", "modules-load.d")
+        self.modprobe_d = os.path.join(root, "etc", "modprobe.d")
+        self.extra_module_dirs = tuple(os.path.join(root, d) for d in EXTRA_MODULE_DIRS)
+
+
+def validate(params):
+    """Check every input before anything is read; return the wanted params as ints."""
+    wanted = {}
+    given = params.get("params") or {}
+    if not isinstance(given, dict):
+        raise PeermemError("params must be a dict such as {peerdirect_support: 0}, got %s"
+                           % type(given).__name__)
+    errors = []
+    for key in sorted(given, key=str):
+        name = km.canonical(str(key))
+        if name not in PARAMS:
+            errors.append("unknown parameter %r (nvidia_peermem takes: %s)" % (key, ", ".join(sorted(PARAMS))))
+            continue
+        value = given[key]
+        number = nvidia_driver.as_number(value) if not isinstance(value, float) else None
+        if number not in PARAMS[name]:
+            errors.append("%s=%r is not valid: accepted %s" % (name, value, " or ".join(str(v) for v in PARAMS[name])))
+            continue
+        wanted[name] = number
+    if errors:
+        raise PeermemError("invalid params, nothing was changed: " + "; ".join(errors))
+    return wanted
+
+
+def gather(paths):
+    """Every fact the decision needs, from /proc, /sys and the module tree; changes nothing."""
+    release = km.kernel_release(paths.proc)
+    driver = nvidia_driver.state(paths.proc, paths.sys)
+    peermem = km.module_state(MODULE, paths.proc, paths.sys)
+    ib_core = km.module_state("ib_core", paths.proc, paths.sys)
+    ko = km.find_module_file(MODULE, paths.lib_modules, release, paths.extra_module_dirs)
+    info = km.modinfo(ko["path"]) if ko["path"] else {}
+    kallsyms = km.kallsyms_lookup(PEER_SYMBOL, paths.proc)
+    providers = km.symbol_providers(PEER_SYMBOL, paths.lib_modules, release)
+    driver_ko = None
+    if not driver["loaded"]:
+        driver_ko = km.find_module_file(DRIVER, paths.lib_modules, release, paths.extra_module_dirs)
+    return {
+        "release": release,
+        "modules_supported": km.proc_modules(paths.proc) is not None,
+        "driver": driver,
+        "driver_ko": driver_ko,
+        "peermem": peermem,
+        "ib_core": ib_core,
+        "ko": ko,
+        "ko_info": info,
+        "peer_symbol": {
+            "name": PEER_SYMBOL,
+            "loaded": kallsyms["found"],
+            "module": kallsyms["module"],
+            "kallsyms_readable": kallsyms["readable"],
+            "installed_in": providers,
+        },
+        "rdma_devices": km.rdma_devices(paths.sys),
+        "container": container_mod.detect(proc_root=paths.proc, root=paths.root),
+    }
+
+
+def blockers(facts, paths, modprobe):
+    """Why ``modprobe nvidia_peermem`` cannot succeed here; empty when it should."""
+    found = []
+    release = facts["release"] or "(unknown)"
+    tree = km.release_dir(paths.lib_modules, facts["release"])
+    if facts["container"]["detected"]:
+        found.append("this runs inside a container (%s): kernel modules belong to the host, run it there"
+                     % (facts["container"]["kind"] or "unknown kind"))
+    if not facts["modules_supported"]:
+        found.append("this kernel (%s) has no loadable-module support (/proc/modules does not exist)" % release)
+    driver = facts["driver"]
+    if not driver["loaded"]:
+        driver_ko = facts["driver_ko"] or {}
+        if driver_ko.get("path"):
+            found.append("the NVIDIA driver is installed (%s) but not loaded: load nvidia first; "
+                         "nvidia_peermem needs a running driver" % driver_ko["path"])
+        else:
+            found.append("the NVIDIA driver is not installed: nvidia is not loaded and no nvidia.ko "
+                         "exists for kernel %s (searched %s)"
+                         % (release, ", ".join(driver_ko.get("searched") or [tree])))
+    ko = facts["ko"]
+    if not ko["path"]:
+        found.append("nvidia_peermem.ko is not installed for kernel %s (searched %s); it ships with the "
+                     "NVIDIA driver since R470" % (release, ", ".join(ko["searched"])))
+    elif not ko["modprobe_visible"]:
+        if ko["modules_dep"]:
+            why = "%s/modules.dep does not list it (run depmod, or install it under %s/)" % (tree, tree)
+        else:
+            why = "%s/modules.dep does not exist (install it under %s/ and run depmod)" % (tree, tree)
+        found.append("%s exists but modprobe cannot load it by name: %s" % (ko["path"], why))
+    vermagic = (facts["ko_info"].get("vermagic") or "").split()
+    if vermagic and facts["release"] and vermagic[0] != facts["release"]:
+        found.append("%s was built for kernel %s, not the running %s: the kernel refuses it"
+                     % (ko["path"], vermagic[0], facts["release"]))
+    symbol = facts["peer_symbol"]
+    if not symbol["loaded"]:
+        indexed = symbol["installed_in"] is not None
+        installed = symbol["installed_in"] or []
+        if facts["ib_core"]["loaded"]:
+            text = ("the loaded ib_core does not export %s, the peer-memory symbol only the ib_core of "
+                    "NVIDIA MLNX_OFED or DOCA-OFED provides: the in-box RDMA stack is running" % PEER_SYMBOL)
+            if installed:
+                text += (" although %s of kernel %s exports it (modules.symbols): restart the RDMA stack "
+                         "(openibd) or reboot to load the MLNX_OFED/DOCA modules" % (", ".join(installed), release))
+            else:
+                text += "; install MLNX_OFED or DOCA-OFED, or " + DMABUF_HINT
+            found.append(text)
+        elif not installed:
+            where = "no loaded module exports it in /proc/kallsyms"
+            if not symbol["kallsyms_readable"]:
+                where = "/proc/kallsyms cannot be read"
+            index = ("no module of kernel %s does in modules.symbols" % release if indexed
+                     else "%s/modules.symbols does not exist" % tree)
+            found.append("the peer-memory symbol %s is not available (%s, and %s): only the ib_core of "
+                         "NVIDIA MLNX_OFED or DOCA-OFED provides it; install one of them, or %s"
+                         % (PEER_SYMBOL, where, index, DMABUF_HINT))
+    if modprobe is None:
+        found.append("modprobe is not installed (not found on PATH or in /sbin, /usr/sbin): install kmod")
+    return found
+
+
+def _peer_symbol_summary(facts):
+    symbol = dict(facts["peer_symbol"])
+    symbol.pop("kallsyms_readable", None)
+    return symbol
+
+
+def _base_result(facts):
+    driver = facts["driver"]
+    return {
+        "changed": False,
+        "loaded": facts["peermem"]["loaded"],
+        "needed": False,
+        "reason": "",
+        "driver_version": driver["version"],
+        "driver_loaded": driver["loaded"],
+        "peer_symbol": _peer_symbol_summary(facts),
+        "ko_path": facts["ko"]["path"],
+        "ko_version": facts["ko_info"].get("version"),
+        "ko_modprobe_visible": facts["ko"]["modprobe_visible"],
+        "ib_core_loaded": facts["ib_core"]["loaded"] or facts["ib_core"]["builtin"],
+        "rdma_devices": facts["rdma_devices"],
+        "kernel_release": facts["release"],
+        "persisted": False,
+        "persist_files": [],
+        "loaded_params": dict(facts["peermem"]["params"]),
+        "restart_required": False,
+        "pending": [],
+        "plan": [],
+        "container": facts["container"],
+        "diff": [],
+        "warnings": [],
+    }
+
+
+def _wanted_files(paths, persist, wanted_params):
+    load_path = os.path.join(paths.modules_load_d, FILE_NAME)
+    options_path = os.path.join(paths.modprobe_d, FILE_NAME)
+    load = None
+    options = None
+    if persist:
+        load = HEADER + MODULE + "\n"
+        if wanted_params:
+            options = HEADER + km.render_options_line(MODULE, wanted_params) + "\n"
+    return [managed_files.Wanted(load_path, load), managed_files.Wanted(options_path, options)]
+
+
+def _runtime_values(loaded, params):
+    values = {MODULE: "loaded" if loaded else "not loaded"}
+    for key, value in params.items():
+        values["%s.%s" % (MODULE, key)] = str(value)
+    return values
+
+
+def _same(ours, theirs):
+    return nvidia_driver.same_value(ours, "" if theirs is None else theirs)
+
+
+def run(params, check_mode=False, paths=None, commands=None):
+    """Apply ``state`` for nvidia_peermem; return the result dict or raise PeermemError."""
+    paths = paths or Paths()
+    wanted = validate(params)
+    facts = gather(paths)
+    result = _base_result(facts)
+    modprobe = commands.which("modprobe") if commands is not None else None
+    if params["state"] == "absent":
+        return _run_absent(params, facts, paths, result, modprobe, commands, check_mode)
+    return _run_present(params, wanted, facts, paths, result, modprobe, commands, check_mode)
+
+
+def _persisted(paths, result):
+    files = km.modules_load_files(MODULE, paths.root)
+    result["persist_files"] = files
+    result["persisted"] = bool(files)
+
+
+def _run_present(params, wanted, facts, paths, result, modprobe, commands, check_mode):
+    peermem = facts["peermem"]
+    if params.get("only_with_rdma") and not facts["rdma_devices"]:
+        result["reason"] = ("no RDMA device under /sys/class/infiniband and only_with_rdma=true: nvidia_peermem "
+                            "has nothing to serve on this node; nothing was changed")
+        _persisted(paths, result)
+        return result
+    present = peermem["loaded"] or peermem["builtin"]
+    if not present:
+        problems = blockers(facts, paths, modprobe)
+        if problems:
+            message = "nvidia_peermem cannot be loaded on this node: " + "; ".join(problems)
+            if params["require"]:
+                raise PeermemError(message + "; nothing was changed (require=false reports this instead "
+                                   "of failing)", dict(result, reason=message))
+            result["reason"] = message + " (require=false: reported, nothing was changed)"
+            _persisted(paths, result)
+            return result
+    result["needed"] = True
+    result["reason"] = _needed_reason(facts)
+    if present:
+        _compare_loaded_params(result, peermem["params"], wanted)
+    if params["persist"] and wanted:
+        _refuse_overriding_options(paths, result, wanted)
+
+    changes = managed_files.plan(_wanted_files(paths, params["persist"], wanted))
+    argv = None if present else [modprobe, MODULE] + ["%s=%s" % (k, wanted[k]) for k in sorted(wanted)]
+    result["plan"] = [c.describe() for c in changes] + ([" ".join(["modprobe"] + argv[1:])] if argv else [])
+    before_values = _runtime_values(present, dict((k, peermem["params"][k]) for k in wanted if k in peermem["params"]))
+    after_values = _runtime_values(True, wanted) if argv else before_values
+    result["diff"] = [diffs.values_diff(before_values, after_values, "nvidia_peermem")] + \
+        managed_files.diff_entries(changes)
+    result["changed"] = bool(changes) or bool(argv)
+    result["loaded"] = True
+    if check_mode:
+        _predict_persisted(paths, result, params["persist"])
+        return result
+
+    tx = Transaction()
+    try:
+        managed_files.apply(changes, tx)
+    except (OSError, IOError) as exc:
+        err = tx.abort("failed to write %s: %s" % (getattr(exc, "filename", None) or "", exc))
+        raise PeermemError(err.full_message(), dict(result, changed=False, loaded=present))
+    if argv:
+        result["loaded_params"] = _load(tx, argv, wanted, facts, paths, commands, dict(result, loaded=False))
+    _persisted(paths, result)
+    return result
+
+
+def _needed_reason(facts):
+    peermem = facts["peermem"]
+    if peermem["builtin"]:
+        return "nvidia_peermem is built into this kernel"
+    if peermem["loaded"]:
+        return "nvidia_peermem is loaded"
+    symbol = facts["peer_symbol"]
+    provider = symbol["module"] or ", ".join(symbol["installed_in"] or []) or "a module"
+    return ("the NVIDIA driver %s is loaded, %s exports %s and modprobe can load %s"
+            % (facts["driver"]["version"] or "(version unknown)", provider, PEER_SYMBOL, facts["ko"]["path"]))
+
+
+def _compare_loaded_params(result, loaded_params, wanted):
+    """Parameters of a loaded module change only with a reload: report, never reload."""
+    for key in sorted(wanted):
+        have = loaded_params.get(key)
+        if have is None:
+            result["warnings"].append("the loaded nvidia_peermem does not show parameter %s (an older "
+                                      "driver?): its value cannot be checked" % key)
+        elif not nvidia_driver.same_value(wanted[key], have):
+            result["pending"].append("nvidia_peermem %s: loaded with %s, wanted %s; reload nvidia_peermem "
+                                     "(modprobe -r nvidia_peermem && modprobe nvidia_peermem) to apply"
+                                     % (key, have, wanted[key]))
+    result["restart_required"] = bool(result["pending"])
+
+
+def _refuse_overriding_options(paths, result, wanted):
+    """Fail when another modprobe.d file read after ours sets our params differently."""
+    own = os.path.join(paths.modprobe_d, FILE_NAME)
+    values = dict((k, str(v)) for k, v in wanted.items())
+    overriding, overridden = km.option_conflicts(MODULE, own, values, paths.root, _same)
+    for item in overridden:
+        result["warnings"].append("%s also sets %s=%s; %s is read after it and wins"
+                                  % (item["path"], item["param"], item["value"], own))
+    if overriding:
+        found = "; ".join("%s sets %s=%s after %s" % (i["path"], i["param"], i["value"], own) for i in overriding)
+        raise PeermemError("nothing was changed: %s; modprobe applies the file read last, so the persisted "
+                           "options would not take effect: remove them there" % found, dict(result))
+
+
+def _load(tx, argv, wanted, facts, paths, commands, partial):
+    """Run modprobe, then read /sys/module back; on any failure undo ``tx`` and raise."""
+    outcome = commands.run(argv)
+    if not outcome.ok:
+        err = tx.abort(_modprobe_failure(outcome, facts))
+        raise PeermemError(err.full_message(), dict(partial, changed=False))
+
+    def unload():
+        undone = commands.run([argv[0], "-r", MODULE])
+        if not undone.ok:
+            raise RuntimeError(undone.describe())
+
+    tx.record("load nvidia_peermem", unload)
+    after = km.module_state(MODULE, paths.proc, paths.sys)
+    problem = None
+    if not after["loaded"]:
+        problem = ("modprobe nvidia_peermem exited 0 but /sys/module/nvidia_peermem does not exist "
+                   "(an install or blacklist rule in modprobe.d?)")
+    for key in sorted(wanted) if after["loaded"] else []:
+        have = after["params"].get(key)
+        if have is not None and not nvidia_driver.same_value(wanted[key], have):
+            problem = "nvidia_peermem loaded with %s=%s, not %s" % (key, have, wanted[key])
+            break
+    if problem:
+        err = tx.abort(problem)
+        raise PeermemError(err.full_message(), dict(partial, changed=False))
+    return after["params"]
+
+
+def _predict_persisted(paths, result, persist):
+    """persisted/persist_files as a real run would leave them (check mode)."""
+    own = os.path.join(paths.modules_load_d, FILE_NAME)
+    listed = set(p for p in km.modules_load_files(MODULE, paths.root) if p != own)
+    if persist:
+        listed.add(own)
+    order = km.config_files(paths.root, km.MODULES_LOAD_D_DIRS, extra_names=[(FILE_NAME, own)])
+    result["persist_files"] = [p for p in order if p in listed]
+    result["persisted"] = bool(result["persist_files"])
+
+
+def _modprobe_failure(outcome, facts):
+    said = outcome.output
+    text = outcome.describe()
+    lowered = said.lower()
+    if "invalid argument" in lowered or "unknown symbol" in lowered:
+        text += ("; this usually means ib_core lacks %s (the in-box RDMA stack): nvidia_peermem needs "
+                 "MLNX_OFED or DOCA-OFED; see dmesg for the missing symbol" % PEER_SYMBOL)
+    elif "not found in directory" in lowered:
+        ko = facts["ko"]["path"]
+        text += ("; modprobe looks only at modules.dep of the running kernel%s"
+                 % ((", and the module is at %s" % ko) if ko else ""))
+    elif "operation not permitted" in lowered:
+        text += "; loading modules needs root (CAP_SYS_MODULE) outside a container"
+    return text
+
+
+def _run_absent(params, facts, paths, result, modprobe, commands, check_mode):
+    peermem = facts["peermem"]
+    result["needed"] = False
+    result["reason"] = "state=absent"
+    if peermem["builtin"]:
+        raise PeermemError("nvidia_peermem is built into this kernel and cannot be unloaded", dict(result))
+    unload = peermem["loaded"]
+    if unload:
+        busy = km.in_use(peermem)
+        if busy:
+            raise PeermemError("nvidia_peermem is in use (%s): stop what uses it (RDMA jobs holding GPU memory "
+                               "registrations) before unloading; nothing was changed" % busy, dict(result))
+        if facts["container"]["detected"]:
+            raise PeermemError("nvidia_peermem cannot be unloaded from inside a container (%s): kernel modules "
+                               "belong to the host; nothing was changed" % facts["container"]["kind"], dict(result))
+        if modprobe is None:
+            raise PeermemError("modprobe is not installed (not found on PATH or in /sbin, /usr/sbin), so "
+                               "nvidia_peermem cannot be unloaded: install kmod; nothing was changed", dict(result))
+    changes = managed_files.plan(_wanted_files(paths, False, {}))
+    argv = [modprobe, "-r", MODULE] if unload else None
+    plan = [c.describe() for c in changes]
+    if argv:
+        plan.append("modprobe -r %s" % MODULE)
+    result["plan"] = plan
+    before_values = _runtime_values(unload, {})
+    diff = [diffs.values_diff(before_values, _runtime_values(False, {}), "nvidia_peermem")]
+    diff.extend(managed_files.diff_entries(changes))
+    result["diff"] = diff
+    result["changed"] = bool(changes) or bool(argv)
+    if check_mode:
+        result["loaded"] = False
+        _predict_persisted(paths, result, False)
+        _warn_other_persistence(result)
+        return result
+    tx = Transaction()
+    try:
+        managed_files.apply(changes, tx)
+    except (OSError, IOError) as exc:
+        err = tx.abort("failed to remove %s: %s" % (getattr(exc, "filename", None) or "", exc))
+        raise PeermemError(err.full_message(), dict(result, changed=False))
+    if argv:
+        outcome = commands.run(argv)
+        if not outcome.ok:
+            err = tx.abort(outcome.describe())
+            raise PeermemError(err.full_message(), dict(result, changed=False))
+        if km.module_state(MODULE, paths.proc, paths.sys)["loaded"]:
+            err = tx.abort("modprobe -r nvidia_peermem exited 0 but the module is still loaded")
+            raise PeermemError(err.full_message(), dict(result, changed=False))
+    result["loaded"] = False
+    _persisted(paths, result)
+    _warn_other_persistence(result)
+    return result
+
+
+def _warn_other_persistence(result):
+    for path in result["persist_files"]:
+        result["warnings"].append("%s still lists nvidia_peermem: it loads again at boot unless removed there" % path)

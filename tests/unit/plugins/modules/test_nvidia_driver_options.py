@@ -1,0 +1,84 @@
+"""The nvidia_driver_options module's main(): fake update-initramfs/dracut first on PATH,
+found by AnsibleModule.get_bin_path and run with run_command, over a fake node."""
+
+import pytest
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options as do
+from ansible_collections.gpufleet.tuning.plugins.modules import nvidia_driver_options
+from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, run_module, write_tree
+
+FILE = "etc/modprobe.d/zz-gpufleet-nvidia.conf"
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    def build(tools=("update-initramfs",), **kw):
+        root = tmp_path / "root"
+        kf.gpu_node(root, **kw)
+        write_tree(root, {"proc/stat": "btime 1700000000\n"})
+        fake = kf.FakeBin(tmp_path, monkeypatch, root, names=tools)
+        kf.confine_bin_lookup(monkeypatch)
+        fake.warned = kf.capture_warnings(monkeypatch, nvidia_driver_options)
+        paths = do.Paths(str(root))
+        monkeypatch.setattr(do, "Paths", lambda: paths)
+        return root, fake
+    return build
+
+
+def test_writes_rebuilds_and_reports_the_reboot(node, capsys):
+    root, fake = node()
+    args = {"options": {"NVreg_RestrictProfilingToAdminUsers": 0}}
+    failed, result = run_module(nvidia_driver_options, args, capsys)
+    assert not failed and result["changed"] is True and result["reboot_required"] is True
+    assert result["pending"] == ["NVreg_RestrictProfilingToAdminUsers: running 1, configured 0"]
+    assert read(root / FILE).endswith("options nvidia NVreg_RestrictProfilingToAdminUsers=0\n")
+    assert fake.calls() == ["update-initramfs -u"] and result["initramfs"]["rebuilt"] is True
+    failed, result = run_module(nvidia_driver_options, args, capsys)
+    assert not failed and result["changed"] is False and result["reboot_required"] is True
+    assert fake.calls() == ["update-initramfs -u"]
+
+
+def test_dracut_found_by_get_bin_path(node, capsys):
+    _root, fake = node(tools=("dracut",))
+    failed, result = run_module(nvidia_driver_options, {"options": {"NVreg_EnableMSI": 1}}, capsys)
+    assert not failed and fake.calls() == ["dracut --force"]
+
+
+def test_no_tool_is_a_warning(node, capsys):
+    _root, fake = node(tools=())
+    failed, result = run_module(nvidia_driver_options, {"options": {"NVreg_EnableMSI": 1}}, capsys)
+    assert not failed and any("neither update-initramfs nor dracut" in w for w in fake.warned)
+
+
+def test_risky_refused_with_fail_json(node, capsys):
+    root, fake = node()
+    failed, result = run_module(nvidia_driver_options,
+                                {"options": {"NVreg_RegistryDwords": "PeerMappingOverride=1"}}, capsys)
+    assert failed and "refusing risky NVIDIA driver options" in result["msg"]
+    assert result["risky"] and not (root / FILE).exists() and fake.calls() == []
+
+
+def test_rebuild_failure_restores_and_fails(node, capsys):
+    root, fake = node()
+    fake.fail("update-initramfs", "update-initramfs: failed for /boot/initrd.img-6.1.0-28-amd64 with 1.")
+    failed, result = run_module(nvidia_driver_options, {"options": {"NVreg_EnableMSI": 1}}, capsys)
+    assert failed and "failed for /boot/initrd.img-6.1.0-28-amd64 with 1." in result["msg"]
+    assert not (root / FILE).exists()
+
+
+def test_check_and_diff(node, capsys):
+    root, fake = node()
+    failed, result = run_module(nvidia_driver_options, {"options": {"NVreg_EnableMSI": 1}}, capsys,
+                                check_mode=True, diff=True)
+    assert not failed and result["changed"] is True
+    assert result["diff"][0]["before_header"].endswith("zz-gpufleet-nvidia.conf (absent)")
+    assert result["diff"][0]["after"].endswith("options nvidia NVreg_EnableMSI=1\n")
+    assert result["plan"][-1] == "update-initramfs -u"
+    assert fake.calls() == [] and not (root / FILE).exists()
+
+
+def test_bad_choice_rejected_by_argspec(node, capsys):
+    _root, _fake = node()
+    failed, result = run_module(nvidia_driver_options, {"initramfs": "mkinitcpio"}, capsys)
+    assert failed and "initramfs" in result["msg"] and "mkinitcpio" in result["msg"]

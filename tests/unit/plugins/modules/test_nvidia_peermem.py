@@ -1,0 +1,95 @@
+"""The nvidia_peermem module's main(): a fake modprobe first on PATH, found by
+AnsibleModule.get_bin_path and run with run_command, over a fake node."""
+
+import pytest
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem as pm
+from ansible_collections.gpufleet.tuning.plugins.modules import nvidia_peermem
+from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, run_module
+
+LOAD_FILE = "etc/modules-load.d/gpufleet-nvidia-peermem.conf"
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    def build(**kw):
+        root = tmp_path / "root"
+        kf.gpu_node(root, **kw)
+        fake = kf.FakeBin(tmp_path, monkeypatch, root)
+        kf.confine_bin_lookup(monkeypatch)
+        fake.warned = kf.capture_warnings(monkeypatch, nvidia_peermem)
+        paths = pm.Paths(str(root))
+        monkeypatch.setattr(pm, "Paths", lambda: paths)
+        return root, fake
+    return build
+
+
+def test_loads_through_run_command_and_is_idempotent(node, capsys):
+    root, fake = node(ib_core=True, peer_symbol=True)
+    failed, result = run_module(nvidia_peermem, {"params": {"peerdirect_support": 1}}, capsys)
+    assert not failed and result["changed"] is True and result["loaded"] is True
+    assert fake.calls() == ["modprobe nvidia_peermem peerdirect_support=1"]
+    assert "nvidia_peermem\n" in read(root / LOAD_FILE)
+    assert fake.warned == []
+    failed, result = run_module(nvidia_peermem, {"params": {"peerdirect_support": 1}}, capsys)
+    assert not failed and result["changed"] is False and len(fake.calls()) == 1
+
+
+def test_fail_json_before_modprobe_when_the_symbol_is_missing(node, capsys):
+    root, fake = node()
+    failed, result = run_module(nvidia_peermem, {}, capsys)
+    assert failed and "ib_register_peer_memory_client is not available" in result["msg"]
+    assert result["driver_version"] == kf.DRIVER_VERSION and result["peer_symbol"]["loaded"] is False
+    assert "changed" not in result or result["changed"] is False
+    assert fake.calls() == [] and not (root / LOAD_FILE).exists()
+
+
+def test_require_false_exits_with_needed_false(node, capsys):
+    _root, fake = node()
+    failed, result = run_module(nvidia_peermem, {"require": False}, capsys)
+    assert not failed and result["needed"] is False and result["changed"] is False
+    assert fake.calls() == []
+
+
+def test_modprobe_missing_is_a_clear_error(node, capsys):
+    _root, fake = node(ib_core=True, peer_symbol=True)
+    fake.remove("modprobe")
+    failed, result = run_module(nvidia_peermem, {}, capsys)
+    assert failed and "modprobe is not installed" in result["msg"]
+
+
+def test_modprobe_error_message_is_quoted(node, capsys):
+    root, fake = node(ib_core=True, peer_symbol=True)
+    fake.fail("modprobe", "modprobe: ERROR: could not insert 'nvidia_peermem': Unknown symbol in module, or unknown parameter (see dmesg)")
+    failed, result = run_module(nvidia_peermem, {}, capsys)
+    assert failed
+    assert "could not insert 'nvidia_peermem': Unknown symbol in module" in result["msg"]
+    assert "MLNX_OFED or DOCA-OFED" in result["msg"]
+    assert not (root / LOAD_FILE).exists()
+
+
+def test_check_and_diff(node, capsys):
+    root, fake = node(ib_core=True, peer_symbol=True)
+    failed, result = run_module(nvidia_peermem, {}, capsys, check_mode=True, diff=True)
+    assert not failed and result["changed"] is True
+    assert result["plan"][-1] == "modprobe nvidia_peermem"
+    assert result["diff"][0] == {"before_header": "nvidia_peermem (before)", "after_header": "nvidia_peermem (after)",
+                                 "before": "nvidia_peermem = not loaded\n", "after": "nvidia_peermem = loaded\n"}
+    assert fake.calls() == [] and not (root / LOAD_FILE).exists()
+
+
+def test_warnings_reach_ansible(node, capsys):
+    root, fake = node(ib_core=True, peer_symbol=True)
+    (root / "etc/modules-load.d/rdma.conf").write_text("nvidia_peermem\n")
+    failed, result = run_module(nvidia_peermem, {"state": "absent"}, capsys)
+    assert not failed and any("still lists nvidia_peermem" in w for w in fake.warned)
+
+
+def test_bad_params_rejected(node, capsys):
+    _root, fake = node()
+    failed, result = run_module(nvidia_peermem, {"params": {"peerdirect_support": 5}}, capsys)
+    assert failed and "peerdirect_support=5 is not valid" in result["msg"]
+    failed, result = run_module(nvidia_peermem, {"state": "loaded"}, capsys)
+    assert failed and "state" in result["msg"] and "loaded" in result["msg"]
+    assert fake.calls() == []
