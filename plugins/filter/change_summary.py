@@ -65,6 +65,11 @@ def _is_value_diff(entry):
 def _lines_for(label, result, check_mode):
     if not isinstance(result, dict) or not result:
         return []
+    if isinstance(result.get("results"), list):  # a looped task: one result per item
+        lines = []
+        for item in result["results"]:
+            lines.extend(_lines_for(label, item, check_mode))
+        return lines
     if result.get("skipped") is True:
         if "false_condition" in result or result.get("skip_reason") == "Conditional result was False":
             return []  # the task did not run on this host: nothing to say

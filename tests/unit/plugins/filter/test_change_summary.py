@@ -50,3 +50,16 @@ def test_module_level_skip_and_failure():
 def test_rejects_non_dict():
     with pytest.raises(AnsibleFilterError):
         change_summary(["x"])
+
+
+def test_looped_results_are_summarized_item_by_item():
+    looped = {"changed": True, "results": [
+        {"changed": True, "restart_required": True, "diff": [
+            {"before_header": "/etc/pve/lxc/101.conf", "after_header": "/etc/pve/lxc/101.conf", "before": "a", "after": "b"}]},
+        {"changed": False, "diff": []},
+        {"skipped": True, "false_condition": "x"},
+    ]}
+    assert change_summary({"lxc_memlock": looped}) == [
+        "lxc_memlock: wrote /etc/pve/lxc/101.conf",
+        "lxc_memlock: a restart is required for this to take effect",
+    ]

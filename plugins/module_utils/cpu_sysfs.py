@@ -1,0 +1,260 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Reading and writing the CPU power knobs under /sys/devices/system/cpu.
+
+Why sysfs and not a tool: cpupower is absent on the GPU machines, and the kernel's own files
+are the interface the tools wrap anyway. Three groups of files matter:
+
+- which CPUs are online: ``online`` holds a range list (``0-3,8-11``); each ``cpuN/online``
+  says 1 or 0, and cpu0 often has no such file because it cannot be taken offline;
+- cpuidle: ``cpuidle/current_driver`` (``none`` when no driver registered, as in VMs whose
+  firmware offers no C-states) and per CPU ``cpuN/cpuidle/stateK/{name,desc,latency,residency,
+  disable}``; ``latency`` is the exit latency in microseconds, and writing 1 to ``disable`` keeps
+  that CPU out of the state until reboot;
+- cpufreq: one ``cpufreq/policyN`` per group of CPUs sharing a clock, with ``affected_cpus``
+  (the online ones; empty when the policy is inactive, whose other files then fail with EBUSY),
+  ``scaling_governor``/``scaling_available_governors`` and, with intel_pstate or amd-pstate in
+  active mode, ``energy_performance_preference``/``energy_performance_available_preferences``.
+
+Every function takes the directory (``CPU_ROOT`` by default) so tests can point it at a fake
+tree. Nothing here decides what to change: that is the cpu_power engine's job.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.sysctl import describe_oserror
+
+CPU_ROOT = "/sys/devices/system/cpu"
+
+_CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
+_STATE_DIR_RE = re.compile(r"^state(\d+)$")
+_POLICY_DIR_RE = re.compile(r"^policy(\d+)$")
+
+
+class CpuSysfsError(Exception):
+    """A file that should be readable is not, or holds something unexpected."""
+
+
+def read_attr(path):
+    """Return a sysfs attribute's text without the trailing newline, or None when absent."""
+    try:
+        text = fileops.read_text(path)
+    except (OSError, IOError) as exc:
+        raise CpuSysfsError("cannot read %s: %s" % (path, describe_oserror(exc)))
+    if text is None:
+        return None
+    return text.strip()
+
+
+def write_attr(path, value):
+    """Write ``value`` to a sysfs attribute in one write() (sysfs files cannot be renamed over).
+
+    The kernel reports a refused value on write() or close(); both raise OSError here.
+    """
+    with open(path, "w") as handle:
+        handle.write("%s\n" % value)
+
+
+def parse_cpu_list(text):
+    """``"0-3,8,10-11"`` -> ``[0, 1, 2, 3, 8, 10, 11]``; an empty text is an empty list."""
+    cpus = set()
+    text = (text or "").strip()
+    if not text:
+        return []
+    for part in text.split(","):
+        part = part.strip()
+        match = re.match(r"^(\d+)(?:-(\d+))?$", part)
+        if not match:
+            raise CpuSysfsError("cannot parse CPU list %r" % text)
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        if last < first:
+            raise CpuSysfsError("cannot parse CPU list %r: range %s runs backwards" % (text, part))
+        cpus.update(range(first, last + 1))
+    return sorted(cpus)
+
+
+def parse_cpu_words(text):
+    """``affected_cpus`` style ``"0 1 2"`` (space separated) -> ``[0, 1, 2]``."""
+    words = (text or "").split()
+    try:
+        return sorted(int(word) for word in words)
+    except ValueError:
+        raise CpuSysfsError("cannot parse CPU numbers %r" % text)
+
+
+def format_cpu_list(cpus):
+    """``[0, 1, 2, 3, 8]`` -> ``"0-3,8"`` (the kernel's own notation); empty -> ``""``."""
+    runs = []  # [first, last] pairs of consecutive CPUs
+    for cpu in sorted(set(cpus)):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(str(first) if first == last else "%d-%d" % (first, last) for first, last in runs)
+
+
+def cpu_dirs(root=CPU_ROOT):
+    """``{N: path of cpuN}`` for every CPU the kernel lists (online or not)."""
+    found = {}
+    try:
+        entries = os.listdir(root)
+    except OSError as exc:
+        raise CpuSysfsError("cannot list %s: %s" % (root, describe_oserror(exc)))
+    for entry in entries:
+        match = _CPU_DIR_RE.match(entry)
+        if match and os.path.isdir(os.path.join(root, entry)):
+            found[int(match.group(1))] = os.path.join(root, entry)
+    return found
+
+
+def online_cpus(root=CPU_ROOT):
+    """Sorted online CPU numbers.
+
+    ``root/online`` is the authority; without it each ``cpuN/online`` is read, a missing one
+    (cpu0 on most machines) counting as online.
+    """
+    text = read_attr(os.path.join(root, "online"))
+    if text is not None:
+        return parse_cpu_list(text)
+    online = []
+    for number, path in sorted(cpu_dirs(root).items()):
+        flag = read_attr(os.path.join(path, "online"))
+        if flag is None or flag == "1":
+            online.append(number)
+    return online
+
+
+def idle_driver(root=CPU_ROOT):
+    """The registered cpuidle driver (``intel_idle``, ``acpi_idle``, ``none``), None without cpuidle."""
+    return read_attr(os.path.join(root, "cpuidle", "current_driver"))
+
+
+def idle_governor(root=CPU_ROOT):
+    """The cpuidle governor (``menu``, ``teo``, ``ladder``, ``haltpoll``), None when not shown."""
+    for name in ("current_governor_ro", "current_governor"):
+        value = read_attr(os.path.join(root, "cpuidle", name))
+        if value is not None:
+            return value
+    return None
+
+
+class IdleState(object):
+    """One idle state of one CPU, as sysfs shows it."""
+
+    def __init__(self, cpu, index, path, name, desc, latency, residency, disable):
+        self.cpu = cpu
+        self.index = index
+        self.path = path
+        self.name = name
+        self.desc = desc
+        self.latency = latency      # exit latency, microseconds
+        self.residency = residency  # target residency, microseconds (None when not shown)
+        self.disable = disable      # 0 or 1: whether the user (not the driver) disabled it
+
+    @property
+    def state(self):
+        return "state%d" % self.index
+
+    @property
+    def disable_path(self):
+        return os.path.join(self.path, "disable")
+
+
+def _int_attr(path, required=True):
+    text = read_attr(path)
+    if text is None:
+        if required:
+            raise CpuSysfsError("%s is missing" % path)
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise CpuSysfsError("%s holds %r, not an integer" % (path, text))
+
+
+def idle_states(cpu, root=CPU_ROOT):
+    """The idle states of ``cpu`` in index order; empty when the CPU has no cpuidle directory."""
+    base = os.path.join(root, "cpu%d" % cpu, "cpuidle")
+    try:
+        entries = os.listdir(base)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return []
+        raise CpuSysfsError("cannot list %s: %s" % (base, describe_oserror(exc)))
+    states = []
+    for entry in entries:
+        match = _STATE_DIR_RE.match(entry)
+        if not match:
+            continue
+        path = os.path.join(base, entry)
+        disable = _int_attr(os.path.join(path, "disable"))
+        states.append(IdleState(
+            cpu=cpu,
+            index=int(match.group(1)),
+            path=path,
+            name=read_attr(os.path.join(path, "name")) or entry,
+            desc=read_attr(os.path.join(path, "desc")),
+            latency=_int_attr(os.path.join(path, "latency")),
+            residency=_int_attr(os.path.join(path, "residency"), required=False),
+            disable=1 if disable else 0,
+        ))
+    return sorted(states, key=lambda s: s.index)
+
+
+class Policy(object):
+    """One cpufreq policy: the CPUs it drives and its governor and EPP settings."""
+
+    def __init__(self, name, path, cpus, related, driver, governor, available_governors, epp, available_epp):
+        self.name = name
+        self.path = path
+        self.cpus = cpus                      # affected (online) CPUs
+        self.related = related                # every CPU of the policy, online or not
+        self.driver = driver
+        self.governor = governor
+        self.available_governors = available_governors
+        self.epp = epp                        # None when the driver does not expose EPP
+        self.available_epp = available_epp
+
+    @property
+    def active(self):
+        return bool(self.cpus)
+
+    def attr_path(self, name):
+        return os.path.join(self.path, name)
+
+
+def policies(root=CPU_ROOT):
+    """Every ``cpufreq/policyN`` in number order; an inactive one (all CPUs offline) has cpus []
+    and None for the attributes the kernel refuses to show then."""
+    base = os.path.join(root, "cpufreq")
+    try:
+        entries = os.listdir(base)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return []
+        raise CpuSysfsError("cannot list %s: %s" % (base, describe_oserror(exc)))
+    found = []
+    for entry in entries:
+        match = _POLICY_DIR_RE.match(entry)
+        if not match:
+            continue
+        path = os.path.join(base, entry)
+        cpus = parse_cpu_words(read_attr(os.path.join(path, "affected_cpus")))
+        related = parse_cpu_words(read_attr(os.path.join(path, "related_cpus")))
+        policy = Policy(entry, path, cpus, related or list(cpus), None, None, [], None, [])
+        if cpus:
+            policy.driver = read_attr(os.path.join(path, "scaling_driver"))
+            policy.governor = read_attr(os.path.join(path, "scaling_governor"))
+            policy.available_governors = (read_attr(os.path.join(path, "scaling_available_governors")) or "").split()
+            policy.epp = read_attr(os.path.join(path, "energy_performance_preference"))
+            policy.available_epp = (read_attr(os.path.join(path, "energy_performance_available_preferences"))
+                                    or "").split()
+        found.append((int(match.group(1)), policy))
+    return [policy for _number, policy in sorted(found, key=lambda item: item[0])]

@@ -1,0 +1,287 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The locked-memory limit of an LXC container, set in its config on the host.
+
+The module gpufleet.tuning.lxc_memlock is a thin shell over ``run()``. Why this is a host job:
+a process inside a container cannot raise its hard RLIMIT_MEMLOCK (that takes CAP_SYS_RESOURCE
+in the host's user namespace), so the ceiling is whatever LXC gives the container's init at
+start, from ``lxc.prlimit.memlock``. Proxmox's API cannot set raw ``lxc.*`` keys, hence a file
+edit; ``/etc/pve`` refuses chmod/chown, hence fileops with ``metadata=False`` for the config and
+its backup alike.
+
+Contract: validate, read, plan, stop in check mode, write inside a Transaction (backup first,
+then the config, each with its undo), read back, report. A change reaches a running container
+only at its next start; ``restart_required`` says when one is due, judged from the limit the
+running init actually has (read from the host's /proc), so a restart still pending from an
+earlier run is reported too.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import time
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_config
+from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_state
+from ansible_collections.gpufleet.tuning.plugins.module_utils import rlimit
+from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+@-]{0,254}$")
+VMID_MIN, VMID_MAX = 100, 999999999
+LOCK_TIMEOUT = 10
+
+
+class MemlockError(Exception):
+    """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
+
+    def __init__(self, message, partial=None):
+        super(MemlockError, self).__init__(message)
+        self.message = message
+        self.partial = partial or {}
+
+
+class Paths(object):
+    """Where configs, processes and cgroups are; tests point these into a temp dir."""
+
+    def __init__(self, pve_lxc="/etc/pve/lxc", lxc_path="/var/lib/lxc", proc="/proc",
+                 cgroup="/sys/fs/cgroup", pve_lock_dir="/run/lock/lxc"):
+        self.pve_lxc = pve_lxc
+        self.lxc_path = lxc_path
+        self.proc = proc
+        self.cgroup = cgroup
+        self.pve_lock_dir = pve_lock_dir
+
+
+class Target(object):
+    """The config file to edit and the container it belongs to."""
+
+    def __init__(self, path, name, proxmox, vmid=None, lxcpath=None):
+        self.path = path
+        self.name = name          # the LXC container name (a Proxmox container's is its vmid)
+        self.proxmox = proxmox
+        self.vmid = vmid
+        self.lxcpath = lxcpath    # -P for lxc-info (plain LXC)
+
+
+def _resolve(params, paths):
+    given = [k for k in ("vmid", "name", "path") if params.get(k) not in (None, "")]
+    if len(given) != 1:
+        raise MemlockError("give exactly one of vmid, name or path (got %s)" % (", ".join(given) or "none"))
+    if given == ["vmid"]:
+        vmid = params["vmid"]
+        if isinstance(vmid, bool) or not isinstance(vmid, int) or not VMID_MIN <= vmid <= VMID_MAX:
+            raise MemlockError("vmid %r is not valid: a Proxmox container ID, an integer from %d to %d"
+                               % (vmid, VMID_MIN, VMID_MAX))
+        return Target(os.path.join(paths.pve_lxc, "%d.conf" % vmid), str(vmid), True, vmid=vmid)
+    if given == ["name"]:
+        name = params["name"]
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise MemlockError("name %r is not valid: an LXC container name (letters, digits and "
+                               "_ . + @ -, not starting with a dot or dash, no slash)" % (name,))
+        return Target(os.path.join(paths.lxc_path, name, "config"), name, False, lxcpath=paths.lxc_path)
+    path = params["path"]
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise MemlockError("path %r is not valid: an absolute path to a container config" % (path,))
+    path = os.path.normpath(path)
+    base = os.path.basename(path)
+    match = re.match(r"^([0-9]+)\.conf$", base)
+    if match:
+        return Target(path, match.group(1), True, vmid=int(match.group(1)))
+    if base == "config":
+        parent = os.path.dirname(path)
+        return Target(path, os.path.basename(parent) or None, lxc_config.is_proxmox_path(path),
+                      lxcpath=os.path.dirname(parent))
+    return Target(path, None, lxc_config.is_proxmox_path(path))
+
+
+def validate(params, paths):
+    """Check every input before anything is read; return (Target, (soft, hard))."""
+    target = _resolve(params, paths)
+    try:
+        wanted = lxc_config.parse_limit(params.get("limit", "unlimited"))
+    except lxc_config.ConfigError as exc:
+        raise MemlockError(str(exc) + "; nothing was read or changed")
+    if not isinstance(params.get("backup", True), bool):
+        raise MemlockError("backup must be true or false, got %r" % (params.get("backup"),))
+    return target, wanted
+
+
+def _effective(entries):
+    """What LXC applies from the live section's lines: the last one wins, an empty one clears.
+
+    Returns ``(pair or None, raw text of the deciding line or None, error or None)``.
+    """
+    pair, raw, error = None, None, None
+    for _index, value in entries:
+        raw = value
+        try:
+            pair, error = lxc_config.parse_lxc_value(value), None
+        except lxc_config.ConfigError as exc:
+            pair, error = None, str(exc)
+    return pair, raw, error
+
+
+class _ConfigLock(object):
+    """Proxmox's own per-container lock (pct set takes it): flock on pve-config-<vmid>.lock.
+
+    Taken only on a Proxmox host (the lock directory exists) and only around a write, so a
+    concurrent ``pct set`` cannot interleave with this edit and lose one of the two changes.
+    """
+
+    def __init__(self, lock_dir, vmid, timeout=None):
+        self.path = os.path.join(lock_dir, "pve-config-%d.lock" % vmid) if vmid is not None else None
+        self.active = bool(self.path) and os.path.isdir(lock_dir)
+        self.timeout = LOCK_TIMEOUT if timeout is None else timeout
+        self.handle = None
+
+    def __enter__(self):
+        if not self.active:
+            return self
+        self.handle = open(self.path, "a")
+        deadline = time.time() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except (OSError, IOError) as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) or time.time() > deadline:
+                    self.handle.close()
+                    raise MemlockError("could not take Proxmox's config lock %s within %ds (another pct "
+                                       "operation holds it); nothing was changed" % (self.path, self.timeout))
+                time.sleep(0.2)
+
+    def __exit__(self, *_exc):
+        if self.handle is not None:
+            self.handle.close()  # closing the file releases the flock
+        return False
+
+
+def _read_config(target):
+    try:
+        data = fileops.read_bytes(target.path)
+    except (OSError, IOError) as exc:
+        raise MemlockError("cannot read %s: %s" % (target.path, exc.strerror or exc))
+    if data is None:
+        hint = ""
+        if target.vmid is not None:
+            hint = " (is container %d on this host? Proxmox keeps each node's containers in its own /etc/pve/lxc)" % target.vmid
+        raise MemlockError("container config %s does not exist%s" % (target.path, hint))
+    try:
+        config = lxc_config.ContainerConfig(data, target.path)
+    except lxc_config.ConfigError as exc:
+        raise MemlockError(str(exc) + "; nothing was changed")
+    if not config.is_container_config():
+        raise MemlockError("%s is not a container config: its live section has no lxc.* key and no "
+                           "Proxmox key (arch, hostname, rootfs, ...); nothing was changed" % target.path)
+    return config
+
+
+def run(params, check_mode=False, paths=None, tools=None):
+    """Set the container's memlock limit; return the module result or raise MemlockError."""
+    paths = paths or Paths()
+    target, wanted = validate(params, paths)
+    wanted_text = rlimit.format_pair(wanted)
+    config = _read_config(target)
+
+    lock = config.value_of("lock") if config.style() == "proxmox" else None
+    if lock:
+        raise MemlockError("container %s is locked by Proxmox (lock: %s): an operation such as a backup or "
+                           "snapshot is running; try again when it has finished (or `pct unlock %s` if the lock "
+                           "is stale); nothing was changed" % (target.name, lock, target.name),
+                           {"path": target.path})
+
+    entries = config.entries(lxc_config.MEMLOCK_KEY)
+    before_pair, before_raw, before_error = _effective(entries)
+    limit_before = rlimit.format_pair(before_pair) if before_pair is not None else (
+        before_raw if before_error else None)
+
+    def equivalent(raw):
+        try:
+            return lxc_config.parse_lxc_value(raw) == wanted
+        except lxc_config.ConfigError:
+            return False
+
+    new_data = config.set_key(lxc_config.MEMLOCK_KEY, wanted_text, keep=equivalent)
+    changed = new_data != config.data
+    effective_changed = before_pair != wanted
+
+    state = lxc_state.container_state(target.name, proc_root=paths.proc, cgroup_root=paths.cgroup,
+                                      tools=tools, proxmox=target.proxmox, lxcpath=target.lxcpath)
+    running_pair = None
+    if state["init_pid"] is not None:
+        try:
+            running_pair = rlimit.read_process_limit(state["init_pid"], paths.proc)
+        except (rlimit.LimitError, OSError, IOError):
+            running_pair = None
+    if state["running"] is True:
+        behind = running_pair is not None and not (rlimit.covers(running_pair[0], wanted[0])
+                                                   and rlimit.covers(running_pair[1], wanted[1]))
+        restart_required = effective_changed or behind
+    elif state["running"] is None:
+        restart_required = effective_changed  # cannot tell: assume it runs
+    else:
+        restart_required = False
+
+    new_text = new_data.decode("utf-8", "surrogateescape")
+    old_text = config.data.decode("utf-8", "surrogateescape")
+    label = "memlock limit of container %s" % (target.name or target.path)
+    diff = [diffs.values_diff({lxc_config.MEMLOCK_KEY: limit_before},
+                              {lxc_config.MEMLOCK_KEY: wanted_text}, label)]
+    if changed:
+        diff.append(diffs.file_diff(target.path, old_text, new_text))
+
+    result = {
+        "changed": changed,
+        "path": target.path,
+        "container_name": target.name,
+        "manager": "proxmox" if target.proxmox else "lxc",
+        "lxc_path": None if target.proxmox else target.lxcpath,
+        "style": config.style(),
+        "limit_before": limit_before,
+        "limit_before_raw": before_raw,
+        "limit_after": wanted_text,
+        "duplicates_removed": max(len(entries) - 1, 0),
+        "running": state["running"],
+        "running_evidence": state["evidence"],
+        "limit_running": rlimit.format_pair(running_pair) if running_pair is not None else None,
+        "restart_required": restart_required,
+        "backup_file": None,
+        "diff": diff,
+    }
+    if before_error:
+        result["limit_before_error"] = before_error
+    if check_mode or not changed:
+        return result
+
+    tx = Transaction()
+    with _ConfigLock(paths.pve_lock_dir, target.vmid if target.proxmox else None):
+        # Re-read under the lock: what was planned must still be what is there.
+        if fileops.read_bytes(target.path) != config.data:
+            raise MemlockError("%s changed while this module was reading it; nothing was changed, run "
+                               "again" % target.path, result)
+        try:
+            if params.get("backup", True):
+                backup = fileops.write_backup(target.path, config.data, metadata=False)
+                tx.record("backup %s" % backup, lambda: fileops.remove_file(backup))
+                result["backup_file"] = backup
+            fileops.write_atomic(target.path, new_data, metadata=False, makedirs=False)
+            tx.record("config %s" % target.path,
+                      lambda: fileops.restore_file(target.path, config.data, metadata=False))
+            got = fileops.read_bytes(target.path)
+        except (OSError, IOError) as exc:
+            result["backup_file"] = None
+            where = getattr(exc, "filename", None) or target.path
+            err = tx.abort("failed to write %s: %s" % (where, exc.strerror or exc))
+            raise MemlockError(err.full_message(), result)
+        if got != new_data:
+            result["backup_file"] = None
+            err = tx.abort("%s does not hold what was written (read back %d bytes, wrote %d)"
+                           % (target.path, len(got or b""), len(new_data)))
+            raise MemlockError(err.full_message(), result)
+    return result

@@ -1,0 +1,241 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: lxc_memlock
+short_description: Set the locked-memory limit of an LXC or Proxmox container in its config
+version_added: 0.1.0
+description:
+  - Sets C(lxc.prlimit.memlock) in a container's config on the host, so the container's init
+    and everything it starts may lock that much memory. Model servers started with C(--mlock)
+    and RDMA (GPUDirect, NCCL over InfiniBand) fail with ENOMEM under LXC's default, and a
+    container cannot raise its own hard limit.
+  - Edits only the live section of the file, everything before the first line that starts
+    with C([). Snapshot sections and C([pve:pending]) are never touched, even when they hold
+    their own C(lxc.*) lines.
+  - "An existing C(lxc.prlimit.memlock) line written with C(:) or C(=) and any spacing is
+    updated where it is, and later duplicates in the live section are removed. Without one, a
+    line is added at the end of the live section in the file's own style, C(key: value) for
+    Proxmox files and C(key = value) for plain LXC files, decided from the file's existing
+    lines. Every other byte stays as it was, including comments, the Proxmox description
+    lines, the order of lines, CRLF line ends and a missing final newline."
+  - An existing value is read the way LXC reads it; C(-1) means unlimited there (LXC parses
+    it with strtoull, which wraps it to RLIM_INFINITY), so it counts as already unlimited and
+    is left as it is.
+  - The file is replaced through a temporary file in the same directory and a rename, with no
+    chmod or chown at all, because pmxcfs (C(/etc/pve)) refuses both; the backup is written
+    the same way. On a Proxmox host the module holds Proxmox's own config lock for the
+    container while it writes, and refuses a container Proxmox has locked (backup, snapshot,
+    ...).
+  - The new limit reaches a running container only when it is started again. Whether it runs
+    is read from the kernel (its processes' cgroups under C(/proc) and C(/sys/fs/cgroup));
+    C(pct status) or C(lxc-info) are asked only when the kernel shows nothing and they exist.
+    The limit the running container's init has is read from C(/proc/PID/limits), so a restart
+    still pending from an earlier run is reported as well.
+author:
+  - gpufleet maintainers (@gpufleet)
+attributes:
+  check_mode:
+    support: full
+    description: Reads the config and the container's state and reports the planned edit;
+      writes nothing.
+  diff_mode:
+    support: full
+    description: Shows the limit before and after, and the config file before and after.
+  platform:
+    support: full
+    platforms: posix
+    description: A Linux host running LXC or Proxmox VE containers.
+options:
+  vmid:
+    description:
+      - Proxmox container ID; the config is C(/etc/pve/lxc/VMID.conf).
+      - Exactly one of O(vmid), O(name) and O(path) is required.
+    type: int
+  name:
+    description:
+      - Plain LXC container name; the config is C(/var/lib/lxc/NAME/config).
+    type: str
+  path:
+    description:
+      - Explicit path of the config file. For C(NNN.conf) the container is taken to be the
+        Proxmox container NNN, for C(.../NAME/config) the LXC container NAME; other file
+        names work, but whether the container runs cannot be told, so a change is then
+        reported as needing a restart.
+    type: path
+  limit:
+    description:
+      - The limit, in bytes. V(unlimited), a plain number of bytes such as V(68719476736), or
+        V(SOFT:HARD) where each half is V(unlimited) or a number and SOFT is not above HARD.
+      - Size suffixes (V(64G)) are refused, not converted, because LXC reads a plain number
+        and would refuse to start the container; the error names the number to write.
+        V(-1) and V(infinity) are refused too; write V(unlimited).
+      - Written in canonical form, a pair with equal halves as a single value.
+    type: raw
+    default: unlimited
+  backup:
+    description:
+      - Save the config as it was beside it (C(FILE.YYYYmmdd-HHMMSS.gpufleet.bak)) before
+        changing it. Under C(/etc/pve) the backup is replicated to every cluster node like the
+        config itself.
+    type: bool
+    default: true
+notes:
+  - Raising a limit above the hard limit of the process that starts the container needs
+    CAP_SYS_RESOURCE. Proxmox and LXC's systemd units run with it; a container started from a
+    shell that lacks it fails to start with "Failed to set limit memlock".
+  - C(lxc-stop --reboot) restarts a container with the configuration it was started with, so
+    it does not apply the new limit; stop and start it (C(pct reboot) stops and starts).
+  - Inside the container, systemd services still need C(LimitMEMLOCK); the
+    gpufleet.tuning.container role sets that.
+seealso:
+  - name: lxc.container.conf(5)
+    description: The lxc.prlimit keys.
+    link: https://linuxcontainers.org/lxc/manpages/man5/lxc.container.conf.5.html
+  - name: Proxmox VE container configuration
+    description: The file format, snapshots and raw LXC keys.
+    link: https://pve.proxmox.com/wiki/Manual:_pct.conf
+"""
+
+EXAMPLES = r"""
+- name: Unlimited locked memory for Proxmox container 101
+  gpufleet.tuning.lxc_memlock:
+    vmid: 101
+  register: memlock
+
+- name: Restart it when the new limit is not live yet (pct reboot stops and starts it)
+  ansible.builtin.command:
+    argv: [pct, reboot, "101"]
+  when: memlock.restart_required
+  changed_when: true
+
+- name: A plain LXC container, 64 GiB soft and unlimited hard
+  gpufleet.tuning.lxc_memlock:
+    name: serving
+    limit: "68719476736:unlimited"
+
+- name: A config kept elsewhere, without a backup
+  gpufleet.tuning.lxc_memlock:
+    path: /srv/lxc/serving/config
+    backup: false
+"""
+
+RETURN = r"""
+path:
+  description: The config file.
+  returned: always
+  type: str
+  sample: /etc/pve/lxc/101.conf
+container_name:
+  description: The LXC name of the container (a Proxmox container's is its ID); null when the
+    path does not tell.
+  returned: always
+  type: str
+  sample: "101"
+manager:
+  description: Who runs the container, V(proxmox) (restart with C(pct reboot ID)) or V(lxc)
+    (restart with C(lxc-stop -n NAME) and C(lxc-start -n NAME)).
+  returned: always
+  type: str
+  sample: proxmox
+lxc_path:
+  description: The LXC path holding the container (C(lxc-start -P)), for V(lxc) containers;
+    null for Proxmox ones or when the path does not tell.
+  returned: always
+  type: str
+  sample: /var/lib/lxc
+style:
+  description: "The file's style, V(proxmox) (C(key: value)) or V(lxc) (C(key = value))."
+  returned: always
+  type: str
+  sample: proxmox
+limit_before:
+  description:
+    - The limit the live section gave the container before this run, in canonical form
+      (C(-1) reads as V(unlimited)); null when it sets none, so LXC's default applies. When
+      LXC cannot read the value, its raw text (see RV(limit_before_error)).
+  returned: always
+  type: str
+  sample: "65536"
+limit_before_raw:
+  description: The value as written on the line that decided RV(limit_before) (the last one).
+  returned: always
+  type: str
+  sample: "-1"
+limit_before_error:
+  description: Why LXC would refuse the existing value (the container would not start).
+  returned: when the existing value is not one LXC can read
+  type: str
+limit_after:
+  description: The limit the live section sets after this run (in check mode, would set).
+  returned: always
+  type: str
+  sample: unlimited
+duplicates_removed:
+  description: Extra C(lxc.prlimit.memlock) lines of the live section that were (or would be)
+    removed.
+  returned: always
+  type: int
+  sample: 0
+running:
+  description: Whether the container runs now; null when that cannot be told.
+  returned: always
+  type: bool
+running_evidence:
+  description: What RV(running) rests on.
+  returned: always
+  type: str
+  sample: 14 process(es) in the payload cgroup of 101 (init PID 4242)
+limit_running:
+  description: The limit the running container's init has now (from /proc), or null.
+  returned: always
+  type: str
+  sample: "8388608"
+restart_required:
+  description: True when the container runs and does not have the configured limit yet (it
+    changed in this run, or the running init's limit is below it); a stop and start applies it.
+  returned: always
+  type: bool
+backup_file:
+  description: The backup written in this run, or null.
+  returned: always
+  type: str
+  sample: /etc/pve/lxc/101.conf.20261130-101500.gpufleet.bak
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import commands
+from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            vmid=dict(type="int"),
+            name=dict(type="str"),
+            path=dict(type="path"),
+            limit=dict(type="raw", default="unlimited"),
+            backup=dict(type="bool", default=True),
+        ),
+        mutually_exclusive=[("vmid", "name", "path")],
+        required_one_of=[("vmid", "name", "path")],
+        supports_check_mode=True,
+    )
+    try:
+        result = lxc_memlock.run(module.params, check_mode=module.check_mode, tools=commands.Commands(module))
+    except lxc_memlock.MemlockError as exc:
+        partial = dict(exc.partial)
+        partial.pop("changed", None)
+        partial.pop("diff", None)
+        module.fail_json(msg=exc.message, **partial)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,414 @@
+"""The lxc_memlock engine against fake /etc/pve, /var/lib/lxc, /proc and cgroup trees."""
+
+import fcntl
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock as lm
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import write_tree
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils import lxc_fixtures as fx
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.test_rlimit import LIMITS_8M
+
+LIMITS_UNLIMITED = LIMITS_8M.replace("Max locked memory         8388608              8388608",
+                                     "Max locked memory         unlimited            unlimited")
+
+
+def make_paths(root):
+    return lm.Paths(pve_lxc=str(root / "etc/pve/lxc"), lxc_path=str(root / "var/lib/lxc"),
+                    proc=str(root / "proc"), cgroup=str(root / "cg"), pve_lock_dir=str(root / "run/lock/lxc"))
+
+
+def running_101(root, limits=LIMITS_8M):
+    """Container 101 running under Proxmox, its init with the given limits."""
+    write_tree(root, {
+        "proc/500/stat": "500 (lxc-start) S 1 500 0 0\n", "proc/500/cgroup": "0::/lxc.monitor/101\n",
+        "proc/501/stat": "501 (systemd) S 500 501 0 0\n", "proc/501/cgroup": "0::/lxc/101/ns/init.scope\n",
+        "proc/501/limits": limits,
+    })
+
+
+@pytest.fixture
+def host(tmp_path):
+    write_tree(tmp_path, {
+        "etc/pve/lxc/101.conf": fx.PVE_PLAIN,
+        "etc/pve/lxc/102.conf": fx.PVE_SNAPSHOTS,
+        "etc/pve/lxc/103.conf": fx.PVE_EXISTING_DUPLICATES,
+        "var/lib/lxc/serving/config": fx.LXC_PLAIN,
+        "var/lib/lxc/minus/config": fx.LXC_MINUS_ONE,
+        "proc/1/stat": "1 (systemd) S 0 1 0 0\n", "proc/1/cgroup": "0::/init.scope\n",
+        "cg": None,
+    })
+    return tmp_path, make_paths(tmp_path)
+
+
+def params(**kw):
+    base = dict(vmid=None, name=None, path=None, limit="unlimited", backup=True)
+    base.update(kw)
+    return base
+
+
+def snapshot(root):
+    found = {}
+    for dirpath, _dirs, files in os.walk(str(root)):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, str(root))] = handle.read()
+    return found
+
+
+def backups(directory):
+    return sorted(n for n in os.listdir(str(directory)) if n.endswith(".gpufleet.bak"))
+
+
+def test_proxmox_apply_backup_and_idempotence(host):
+    root, paths = host
+    conf = root / "etc/pve/lxc/101.conf"
+    result = lm.run(params(vmid=101), paths=paths)
+    assert conf.read_bytes() == fx.AFTER_PVE_PLAIN
+    assert result["changed"] is True
+    assert result["limit_before"] is None and result["limit_after"] == "unlimited"
+    assert result["style"] == "proxmox" and result["container_name"] == "101"
+    assert result["running"] is False and result["restart_required"] is False
+    [backup] = backups(root / "etc/pve/lxc")
+    assert result["backup_file"] == str(root / "etc/pve/lxc" / backup)
+    assert (root / "etc/pve/lxc" / backup).read_bytes() == fx.PVE_PLAIN
+    assert result["diff"][0]["before"] == "" and result["diff"][0]["after"] == "lxc.prlimit.memlock = unlimited\n"
+    assert result["diff"][1]["after"] == fx.AFTER_PVE_PLAIN.decode()
+
+    before = snapshot(root)
+    mtime = os.stat(str(conf)).st_mtime_ns
+    again = lm.run(params(vmid=101), paths=paths)
+    assert again["changed"] is False and again["backup_file"] is None
+    assert again["limit_before"] == "unlimited" and len(again["diff"]) == 1
+    assert snapshot(root) == before and os.stat(str(conf)).st_mtime_ns == mtime
+
+
+def test_snapshot_sections_untouched_whole_file(host):
+    root, paths = host
+    result = lm.run(params(vmid=102, backup=False), paths=paths)
+    assert (root / "etc/pve/lxc/102.conf").read_bytes() == fx.AFTER_PVE_SNAPSHOTS
+    assert result["limit_before"] is None  # the snapshot's 65536 and pending 1024 are not live
+    assert backups(root / "etc/pve/lxc") == []
+
+
+def test_existing_value_and_duplicates(host):
+    root, paths = host
+    result = lm.run(params(vmid=103), paths=paths)
+    assert (root / "etc/pve/lxc/103.conf").read_bytes() == fx.AFTER_PVE_EXISTING_DUPLICATES
+    # the last line decides what LXC applies
+    assert result["limit_before"] == "131072" and result["limit_before_raw"] == "131072"
+    assert result["duplicates_removed"] == 1
+
+
+def test_plain_lxc_by_name(host):
+    root, paths = host
+    result = lm.run(params(name="serving", limit="68719476736:unlimited"), paths=paths)
+    assert (root / "var/lib/lxc/serving/config").read_bytes() == fx.LXC_PLAIN + (
+        b"lxc.prlimit.memlock = 68719476736:unlimited\n")
+    assert result["style"] == "lxc" and result["limit_after"] == "68719476736:unlimited"
+
+
+def test_minus_one_already_unlimited_is_left_alone(host):
+    root, paths = host
+    before = snapshot(root)
+    result = lm.run(params(name="minus"), paths=paths)
+    assert result["changed"] is False
+    assert result["limit_before"] == "unlimited" and result["limit_before_raw"] == "-1"
+    assert snapshot(root) == before
+    # a number is a change, written over the -1 in place
+    result = lm.run(params(name="minus", limit=65536, backup=False), paths=paths)
+    assert (root / "var/lib/lxc/minus/config").read_bytes() == fx.LXC_MINUS_ONE.replace(
+        b"memlock=-1\n", b"memlock=65536\n")
+    assert result["limit_before"] == "unlimited" and result["limit_after"] == "65536"
+
+
+def test_equal_halves_count_as_the_same_limit(host):
+    root, paths = host
+    lm.run(params(vmid=101, limit="4096"), paths=paths)
+    before = snapshot(root)
+    assert lm.run(params(vmid=101, limit="4096:4096"), paths=paths)["changed"] is False
+    assert snapshot(root) == before
+
+
+def test_check_mode_writes_nothing(host):
+    root, paths = host
+    running_101(root)
+    before = snapshot(root)
+    result = lm.run(params(vmid=101), check_mode=True, paths=paths)
+    assert result["changed"] is True and result["restart_required"] is True
+    assert result["diff"][1]["after"] == fx.AFTER_PVE_PLAIN.decode()
+    assert result["backup_file"] is None
+    assert snapshot(root) == before
+
+
+def test_restart_required_follows_the_running_init(host):
+    root, paths = host
+    running_101(root, LIMITS_8M)
+    first = lm.run(params(vmid=101), paths=paths)
+    assert first["running"] is True and first["limit_running"] == "8388608"
+    assert first["restart_required"] is True
+    # nothing to change, but the running container still has 8 MiB: the restart is pending
+    second = lm.run(params(vmid=101), paths=paths)
+    assert second["changed"] is False and second["restart_required"] is True
+    # after a restart the init has the new limit
+    write_tree(root, {"proc/501/limits": LIMITS_UNLIMITED})
+    third = lm.run(params(vmid=101), paths=paths)
+    assert third["restart_required"] is False and third["limit_running"] == "unlimited"
+
+
+def test_only_dropping_a_duplicate_needs_no_restart(host):
+    root, paths = host
+    twice = b"lxc.prlimit.memlock: unlimited\n" * 2
+    write_tree(root, {"etc/pve/lxc/101.conf": fx.PVE_PLAIN + twice})
+    running_101(root, LIMITS_UNLIMITED)
+    result = lm.run(params(vmid=101, backup=False), paths=paths)
+    assert result["changed"] is True and result["duplicates_removed"] == 1
+    assert result["restart_required"] is False
+    assert (root / "etc/pve/lxc/101.conf").read_bytes() == fx.AFTER_PVE_PLAIN
+
+
+def test_unknown_container_name_assumes_running(host):
+    root, paths = host
+    write_tree(root, {"srv/ct.conf.d/serving.lxc": fx.LXC_PLAIN})
+    result = lm.run(params(path=str(root / "srv/ct.conf.d/serving.lxc")), paths=paths)
+    assert result["running"] is None and result["restart_required"] is True
+    assert result["container_name"] is None
+
+
+def test_path_forms_name_the_container(host):
+    root, paths = host
+    running_101(root)
+    write_tree(root, {"srv/pve/101.conf": fx.PVE_PLAIN})
+    result = lm.run(params(path=str(root / "srv/pve/101.conf")), check_mode=True, paths=paths)
+    assert result["container_name"] == "101" and result["running"] is True
+    result = lm.run(params(path=str(root / "var/lib/lxc/serving/config")), check_mode=True, paths=paths)
+    assert result["container_name"] == "serving" and result["style"] == "lxc"
+
+
+def test_missing_config_names_the_path(host):
+    _root, paths = host
+    with pytest.raises(lm.MemlockError) as exc:
+        lm.run(params(vmid=199), paths=paths)
+    assert "%s/199.conf does not exist" % paths.pve_lxc in exc.value.message
+    with pytest.raises(lm.MemlockError, match="var/lib/lxc/nope/config does not exist"):
+        lm.run(params(name="nope"), paths=paths)
+
+
+def test_not_a_container_config_is_refused(host):
+    root, paths = host
+    write_tree(root, {"etc/sysctl.d/99-local.conf": fx.NOT_A_CONTAINER})
+    with pytest.raises(lm.MemlockError, match="is not a container config"):
+        lm.run(params(path=str(root / "etc/sysctl.d/99-local.conf")), paths=paths)
+    assert (root / "etc/sysctl.d/99-local.conf").read_bytes() == fx.NOT_A_CONTAINER
+    write_tree(root, {"etc/pve/lxc/150.conf": b"\x7fELF\0\0\0"})
+    with pytest.raises(lm.MemlockError, match="NUL bytes"):
+        lm.run(params(vmid=150), paths=paths)
+
+
+def test_a_directory_is_an_error(host):
+    root, paths = host
+    os.makedirs(str(root / "etc/pve/lxc/160.conf"))
+    with pytest.raises(lm.MemlockError, match="cannot read .*160.conf"):
+        lm.run(params(vmid=160), paths=paths)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(vmid=101, limit="64G"), "write 68719476736 for 64G"),
+    (dict(vmid=101, limit="2:1"), "above the hard limit"),
+    (dict(vmid=101, limit="lots"), "SOFT:HARD"),
+    (dict(vmid=99), "vmid 99 is not valid"),
+    (dict(vmid=True), "vmid True is not valid"),
+    (dict(name="../etc"), "name '../etc' is not valid"),
+    (dict(name="a/b"), "name 'a/b' is not valid"),
+    (dict(path="relative/101.conf"), "an absolute path"),
+    (dict(), "exactly one of vmid, name or path (got none)"),
+    (dict(vmid=101, name="x"), "exactly one of vmid, name or path (got vmid, name)"),
+    (dict(vmid=101, backup="yes"), "backup must be true or false"),
+])
+def test_bad_input_refused_before_reading(host, kw, message):
+    root, paths = host
+    before = snapshot(root)
+    with pytest.raises(lm.MemlockError) as exc:
+        lm.run(params(**kw), paths=paths)
+    assert message in exc.value.message
+    assert snapshot(root) == before
+
+
+def test_bad_limit_is_reported_before_a_missing_file(host):
+    _root, paths = host
+    with pytest.raises(lm.MemlockError, match="not valid.*nothing was read"):
+        lm.run(params(vmid=199, limit="8M"), paths=paths)
+
+
+def test_existing_value_lxc_cannot_read_is_replaced(host):
+    root, paths = host
+    write_tree(root, {"var/lib/lxc/bad/config": b"lxc.uts.name = bad\nlxc.prlimit.memlock = 64G\n"})
+    result = lm.run(params(name="bad", backup=False), paths=paths)
+    assert result["limit_before"] == "64G" and "not a limit LXC can read" in result["limit_before_error"]
+    assert (root / "var/lib/lxc/bad/config").read_bytes() == b"lxc.uts.name = bad\nlxc.prlimit.memlock = unlimited\n"
+
+
+def test_empty_value_clears_and_counts_as_unset(host):
+    root, paths = host
+    write_tree(root, {"var/lib/lxc/e/config": b"lxc.uts.name = e\nlxc.prlimit.memlock = 1\nlxc.prlimit.memlock =\n"})
+    result = lm.run(params(name="e", backup=False), paths=paths)
+    assert result["limit_before"] is None and result["limit_before_raw"] == ""
+    assert (root / "var/lib/lxc/e/config").read_bytes() == b"lxc.uts.name = e\nlxc.prlimit.memlock = unlimited\n"
+
+
+def test_proxmox_lock_refused(host):
+    root, paths = host
+    data = fx.PVE_PLAIN.replace(b"hostname:", b"lock: backup\nhostname:")
+    write_tree(root, {"etc/pve/lxc/101.conf": data})
+    with pytest.raises(lm.MemlockError, match=r"locked by Proxmox \(lock: backup\)"):
+        lm.run(params(vmid=101), paths=paths)
+    assert (root / "etc/pve/lxc/101.conf").read_bytes() == data
+    # a lock recorded in a snapshot section is not a lock on the container
+    write_tree(root, {"etc/pve/lxc/101.conf": fx.PVE_PLAIN + b"\n[s]\narch: amd64\nlock: snapshot\n"})
+    assert lm.run(params(vmid=101, backup=False), paths=paths)["changed"] is True
+
+
+def test_no_metadata_calls_anywhere(host, monkeypatch):
+    root, paths = host
+
+    def refuse(*_a, **_k):
+        raise PermissionError(1, "Operation not permitted (pmxcfs)")
+
+    for name in ("chmod", "fchmod", "chown", "fchown", "lchown"):
+        monkeypatch.setattr(os, name, refuse)
+    monkeypatch.setattr(shutil, "copy2", refuse)
+    monkeypatch.setattr(shutil, "copystat", refuse)
+    result = lm.run(params(vmid=101), paths=paths)
+    assert result["changed"] is True and result["backup_file"]
+    assert (root / "etc/pve/lxc/101.conf").read_bytes() == fx.AFTER_PVE_PLAIN
+
+
+def test_failed_write_rolls_back_backup_and_config(host, monkeypatch):
+    root, paths = host
+    real = fileops.write_atomic
+
+    def fail_on_config(path, content, **kw):
+        if path.endswith("101.conf"):
+            raise OSError(28, "No space left on device", path)
+        return real(path, content, **kw)
+
+    monkeypatch.setattr(fileops, "write_atomic", fail_on_config)
+    with pytest.raises(lm.MemlockError) as exc:
+        lm.run(params(vmid=101), paths=paths)
+    assert "No space left on device" in exc.value.message and "restored" in exc.value.message
+    assert exc.value.partial["backup_file"] is None
+    assert (root / "etc/pve/lxc/101.conf").read_bytes() == fx.PVE_PLAIN
+    assert backups(root / "etc/pve/lxc") == []
+
+
+def test_read_back_mismatch_rolls_back(host, monkeypatch):
+    root, paths = host
+    real_read = fileops.read_bytes
+    calls = {"n": 0}
+
+    def lying_read(path):
+        data = real_read(path)
+        if path.endswith("101.conf") and data == fx.AFTER_PVE_PLAIN:
+            calls["n"] += 1
+            return data[:-5]
+        return data
+
+    monkeypatch.setattr(fileops, "read_bytes", lying_read)
+    with pytest.raises(lm.MemlockError, match="does not hold what was written"):
+        lm.run(params(vmid=101), paths=paths)
+    assert calls["n"] == 1
+    assert real_read(str(root / "etc/pve/lxc/101.conf")) == fx.PVE_PLAIN
+    assert backups(root / "etc/pve/lxc") == []
+
+
+def test_file_changed_between_read_and_lock(host, monkeypatch):
+    root, paths = host
+    conf = root / "etc/pve/lxc/101.conf"
+
+    class Racing(object):
+        def __init__(self, *_a, **_k):
+            pass
+
+        def __enter__(self):
+            conf.write_bytes(fx.PVE_PLAIN + b"tags: gpu\n")  # pct set ran meanwhile
+            return self
+
+        def __exit__(self, *_a):
+            return False
+
+    monkeypatch.setattr(lm, "_ConfigLock", Racing)
+    with pytest.raises(lm.MemlockError, match="changed while this module was reading it"):
+        lm.run(params(vmid=101), paths=paths)
+    assert conf.read_bytes() == fx.PVE_PLAIN + b"tags: gpu\n"
+
+
+def test_proxmox_config_lock_taken_and_waited_for(host, monkeypatch):
+    root, paths = host
+    os.makedirs(paths.pve_lock_dir)
+    lm.run(params(vmid=101, backup=False), paths=paths)
+    assert os.path.exists(os.path.join(paths.pve_lock_dir, "pve-config-101.lock"))
+    # someone (pct set) holds it: the module gives up, nothing changed
+    with open(os.path.join(paths.pve_lock_dir, "pve-config-102.lock"), "a") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        monkeypatch.setattr(lm, "LOCK_TIMEOUT", 0.3)
+        with pytest.raises(lm.MemlockError, match="could not take Proxmox's config lock"):
+            lm.run(params(vmid=102), paths=paths)
+    assert (root / "etc/pve/lxc/102.conf").read_bytes() == fx.PVE_SNAPSHOTS
+
+
+# --- a real filesystem that refuses chmod/chown, as pmxcfs does -------------------------------
+
+def _bindfs_unavailable():
+    if shutil.which("bindfs") is None:
+        return "bindfs is not installed (Debian: apt-get install bindfs fuse3)"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse does not exist: no FUSE in this kernel or container"
+    if os.geteuid() != 0:
+        return "mounting bindfs here needs root"
+    return None
+
+
+@pytest.fixture
+def chmod_refusing_mount(tmp_path):
+    reason = _bindfs_unavailable()
+    if reason:
+        pytest.skip(reason)
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    mnt.mkdir()
+    proc = subprocess.run(["bindfs", "--chmod-deny", "--chown-deny", "--chgrp-deny", str(src), str(mnt)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        pytest.skip("bindfs could not mount (FUSE unavailable here?): %s" % proc.stderr.strip())
+    try:
+        yield src, mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_on_a_filesystem_that_refuses_chmod_and_chown(chmod_refusing_mount, tmp_path):
+    src, mnt = chmod_refusing_mount
+    (mnt / "101.conf").write_bytes(fx.PVE_SNAPSHOTS)
+    # the trap is real here: chmod and shutil.copy2 (the usual backup) fail on this mount
+    with pytest.raises(PermissionError):
+        os.chmod(str(mnt / "101.conf"), 0o600)
+    with pytest.raises(PermissionError):
+        shutil.copy2(str(mnt / "101.conf"), str(mnt / "copy2.bak"))
+    for leftover in mnt.iterdir():
+        if leftover.name == "copy2.bak":
+            leftover.unlink()
+    paths = make_paths(tmp_path)
+    paths.pve_lxc = str(mnt)
+    result = lm.run(params(vmid=101), paths=paths)
+    assert result["changed"] is True
+    assert (mnt / "101.conf").read_bytes() == fx.AFTER_PVE_SNAPSHOTS
+    assert (src / "101.conf").read_bytes() == fx.AFTER_PVE_SNAPSHOTS  # it went through FUSE
+    assert open(result["backup_file"], "rb").read() == fx.PVE_SNAPSHOTS
+    assert sorted(p.name for p in mnt.iterdir()) == ["101.conf", os.path.basename(result["backup_file"])]
+    again = lm.run(params(vmid=101), paths=paths)
+    assert again["changed"] is False and again["backup_file"] is None

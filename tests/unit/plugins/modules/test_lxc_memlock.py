@@ -1,0 +1,76 @@
+"""The module's main(): argument spec, exit/fail JSON, check mode and --diff, the tool fallback."""
+
+import os
+import stat
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock as lm
+from ansible_collections.gpufleet.tuning.plugins.modules import lxc_memlock
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_module, write_tree
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils import lxc_fixtures as fx
+
+
+def _fake(tmp_path, monkeypatch):
+    write_tree(tmp_path, {"etc/pve/lxc/101.conf": fx.PVE_PLAIN, "proc/1/cgroup": "0::/init.scope\n", "cg": None})
+    paths = lm.Paths(pve_lxc=str(tmp_path / "etc/pve/lxc"), lxc_path=str(tmp_path / "var/lib/lxc"),
+                     proc=str(tmp_path / "proc"), cgroup=str(tmp_path / "cg"),
+                     pve_lock_dir=str(tmp_path / "run/lock/lxc"))
+    monkeypatch.setattr(lm, "Paths", lambda: paths)
+    # no pct/lxc-info of the machine running the tests
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    return tmp_path / "etc/pve/lxc/101.conf"
+
+
+def _fake_tool(tmp_path, name, output):
+    path = tmp_path / "bin" / name
+    write_tree(tmp_path, {"bin/%s" % name: "#!/bin/sh\necho \"$0 $*\" >> %s/calls\nprintf '%s\\n'\n" % (tmp_path, output)})
+    os.chmod(str(path), stat.S_IRWXU)
+
+
+def test_exit_json_and_idempotence(tmp_path, monkeypatch, capsys):
+    conf = _fake(tmp_path, monkeypatch)
+    failed, result = run_module(lxc_memlock, {"vmid": 101}, capsys)
+    assert not failed and result["changed"] is True
+    assert conf.read_bytes() == fx.AFTER_PVE_PLAIN
+    assert result["limit_after"] == "unlimited" and result["backup_file"].endswith(".gpufleet.bak")
+    failed, result = run_module(lxc_memlock, {"vmid": 101}, capsys)
+    assert not failed and result["changed"] is False
+
+
+def test_check_and_diff(tmp_path, monkeypatch, capsys):
+    conf = _fake(tmp_path, monkeypatch)
+    failed, result = run_module(lxc_memlock, {"vmid": 101, "limit": 68719476736}, capsys, check_mode=True, diff=True)
+    assert not failed and result["changed"] is True
+    assert result["diff"][0]["after"] == "lxc.prlimit.memlock = 68719476736\n"
+    assert result["diff"][1]["after"].endswith("lxc.prlimit.memlock: 68719476736\n")
+    assert conf.read_bytes() == fx.PVE_PLAIN
+    assert sorted(os.listdir(str(conf.parent))) == ["101.conf"]
+
+
+def test_pct_asked_when_the_kernel_shows_nothing(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch)
+    _fake_tool(tmp_path, "pct", "status: running")
+    failed, result = run_module(lxc_memlock, {"vmid": 101}, capsys, check_mode=True)
+    assert not failed and result["running"] is True and result["restart_required"] is True
+    assert result["running_evidence"] == "%s/bin/pct status 101 says running" % tmp_path
+    assert (tmp_path / "calls").read_text() == "%s/bin/pct status 101\n" % tmp_path
+
+
+def test_fail_json_names_the_path(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch)
+    failed, result = run_module(lxc_memlock, {"vmid": 404}, capsys)
+    assert failed and "404.conf does not exist" in result["msg"]
+    assert "changed" not in result or result["changed"] is False
+
+
+def test_bad_limit_message(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch)
+    failed, result = run_module(lxc_memlock, {"vmid": 101, "limit": "64G"}, capsys)
+    assert failed and "write 68719476736 for 64G" in result["msg"] and "SOFT:HARD" in result["msg"]
+
+
+def test_argspec_exactly_one_target(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch)
+    failed, result = run_module(lxc_memlock, {"vmid": 101, "name": "x"}, capsys)
+    assert failed and "mutually exclusive" in result["msg"]
+    failed, result = run_module(lxc_memlock, {"limit": "unlimited"}, capsys)
+    assert failed and "one of the following is required" in result["msg"]
