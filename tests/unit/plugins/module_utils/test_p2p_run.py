@@ -223,7 +223,7 @@ def test_driver_call_error_is_recorded_per_pair_and_fails():
 
 
 def test_no_driver_is_a_skip_not_a_failure():
-    failed, res = p2p_run.run(params(cuda_library="libcuda-not-here.so.1"), nvml_factory=lambda: FakeNvml())
+    failed, res = p2p_run.run(params(cuda_library="libcuda-not-here.so.1"), nvml_factory=FakeNvml)
     assert not failed
     assert res["skipped"] is True and res["gpus"] == 0 and res["changed"] is False
     assert "no NVIDIA driver" in res["msg"] and res["skip_reason"] == res["msg"]
