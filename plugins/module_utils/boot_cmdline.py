@@ -34,6 +34,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import grub_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_args
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_gpus
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
 
 BOOTLOADERS = ("auto", "grub", "systemd-boot")
 HARMFUL_ACTIONS = ("fail", "skip")
@@ -41,13 +42,8 @@ HARMFUL_WHY = ("forcing identity (passthrough) IOMMU domains was seen to break t
                "(FSP) of NVIDIA Blackwell GPUs until the next reboot")
 
 
-class CmdlineError(Exception):
-    """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
-
-    def __init__(self, message, partial=None):
-        super(CmdlineError, self).__init__(message)
-        self.message = message
-        self.partial = partial or {}
+class CmdlineError(ModuleFailure):
+    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
 
 
 class Paths(object):

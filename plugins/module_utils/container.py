@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+
 _CGROUP_HINTS = (
     (re.compile(r"/lxc\.payload\.([^/]+)"), "lxc"),
     (re.compile(r"/lxc/([^/]+)"), "lxc"),
@@ -29,16 +31,8 @@ _CGROUP_HINTS = (
 _FULL_RANGE = 4294967295
 
 
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
-    except (OSError, IOError):
-        return None
-
-
 def _pid1_container_var(proc_root):
-    data = _read(os.path.join(proc_root, "1", "environ"))
+    data = fileops.read_quiet(os.path.join(proc_root, "1", "environ"))
     if not data:
         return None
     for item in data.split("\0"):
@@ -53,7 +47,7 @@ def uid_map_is_identity(proc_root="/proc"):
     None when the map cannot be read. An unprivileged container maps a slice only
     (e.g. ``0 100000 65536``), which is what makes its root unable to touch host state.
     """
-    data = _read(os.path.join(proc_root, "self", "uid_map"))
+    data = fileops.read_quiet(os.path.join(proc_root, "self", "uid_map"))
     if data is None:
         return None
     rows = [line.split() for line in data.strip().splitlines() if line.strip()]
@@ -70,7 +64,7 @@ def _proc_sys_read_only(proc_root):
 def _marker_files(root):
     """(description, kind) of container marker files present; an image can carry them stale."""
     found = []
-    text = _read(os.path.join(root, "run", "systemd", "container"))
+    text = fileops.read_quiet(os.path.join(root, "run", "systemd", "container"))
     if text and text.strip():
         found.append(("/run/systemd/container says %s" % text.strip(), text.strip()))
     if os.path.exists(os.path.join(root, "run", ".containerenv")):
@@ -98,7 +92,7 @@ def detect(proc_root="/proc", root="/"):
         evidence.append("user namespace maps a partial uid range (unprivileged container)")
         kind = kind or "user-namespace"
 
-    cgroup = _read(os.path.join(proc_root, "1", "cgroup")) or ""
+    cgroup = fileops.read_quiet(os.path.join(proc_root, "1", "cgroup")) or ""
     for pattern, name in _CGROUP_HINTS:
         if pattern.search(cgroup):
             evidence.append("PID 1 cgroup path names a %s payload" % name)

@@ -29,6 +29,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils.cpu_sysfs import describe_oserror
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
 
 # Governor and EPP names are short kernel identifiers (CPUFREQ_NAME_LEN is 16); checking the
 # form first also makes them safe to embed in the boot script.
@@ -43,13 +44,8 @@ _EPP_PINNING_DRIVERS = ("intel_pstate", "amd-pstate-epp")
 PARTS = ("idle_states", "governor", "energy_performance_preference")
 
 
-class CpuPowerError(Exception):
-    """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
-
-    def __init__(self, message, partial=None):
-        super(CpuPowerError, self).__init__(message)
-        self.message = message
-        self.partial = partial or {}
+class CpuPowerError(ModuleFailure):
+    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
 
 
 class Paths(object):

@@ -36,6 +36,19 @@ def read_text(path):
     return data.decode("utf-8", "surrogateescape")
 
 
+def read_quiet(path):
+    """Text of a small /proc or /sys file, or None when it is absent or unreadable.
+
+    For facts that may legitimately be missing or forbidden (PID 1's environ, a module's
+    version, a cgroup file): any read error means "not known", decoding errors are replaced.
+    """
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+    except (OSError, IOError):
+        return None
+
+
 def _to_bytes(content):
     if isinstance(content, bytes):
         return content

@@ -41,6 +41,7 @@ import re
 import struct
 import zlib
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_args
 
 KO_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
@@ -68,14 +69,6 @@ def module_name_of(filename):
     return None
 
 
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
-    except (OSError, IOError):
-        return None
-
-
 def _listdir(path):
     try:
         return sorted(os.listdir(path))
@@ -85,7 +78,7 @@ def _listdir(path):
 
 def kernel_release(proc_root="/proc"):
     """The running kernel's release (``uname -r``), from /proc/sys/kernel/osrelease."""
-    text = _read(os.path.join(proc_root, "sys", "kernel", "osrelease"))
+    text = fileops.read_quiet(os.path.join(proc_root, "sys", "kernel", "osrelease"))
     return text.strip() if text and text.strip() else None
 
 
@@ -98,7 +91,7 @@ def proc_modules(proc_root="/proc"):
     None when the file does not exist: a kernel built without module support, where nothing
     can be loaded at all.
     """
-    text = _read(os.path.join(proc_root, "modules"))
+    text = fileops.read_quiet(os.path.join(proc_root, "modules"))
     if text is None:
         return None
     found = {}
@@ -122,7 +115,7 @@ def module_params(name, sys_root="/sys"):
     directory = os.path.join(sys_root, "module", canonical(name), "parameters")
     params = {}
     for entry in _listdir(directory):
-        value = _read(os.path.join(directory, entry))
+        value = fileops.read_quiet(os.path.join(directory, entry))
         if value is not None:
             params[entry] = value.strip()
     return params
@@ -140,10 +133,10 @@ def module_state(name, proc_root="/proc", sys_root="/sys"):
     sys_dir = os.path.join(sys_root, "module", name)
     modules = proc_modules(proc_root)
     entry = (modules or {}).get(name)
-    initstate = _read(os.path.join(sys_dir, "initstate"))
+    initstate = fileops.read_quiet(os.path.join(sys_dir, "initstate"))
     loaded = entry is not None or initstate is not None
     refcnt = None
-    text = _read(os.path.join(sys_dir, "refcnt"))
+    text = fileops.read_quiet(os.path.join(sys_dir, "refcnt"))
     if text is not None and text.strip().isdigit():
         refcnt = int(text.strip())
     elif entry is not None:
@@ -151,7 +144,7 @@ def module_state(name, proc_root="/proc", sys_root="/sys"):
     holders = set(canonical(h) for h in _listdir(os.path.join(sys_dir, "holders")))
     if entry is not None:
         holders.update(entry["used_by"])
-    version = _read(os.path.join(sys_dir, "version"))
+    version = fileops.read_quiet(os.path.join(sys_dir, "version"))
     return {
         "name": name,
         "loaded": loaded,
@@ -184,7 +177,7 @@ def release_dir(lib_modules, release):
 def modules_dep(lib_modules, release):
     """``{module name: absolute path}`` from modules.dep; None when there is no modules.dep."""
     base = release_dir(lib_modules, release)
-    text = _read(os.path.join(base, "modules.dep"))
+    text = fileops.read_quiet(os.path.join(base, "modules.dep"))
     if text is None:
         return None
     found = {}
@@ -347,7 +340,7 @@ def kallsyms_lookup(symbol, proc_root="/proc"):
 def symbol_providers(symbol, lib_modules="/lib/modules", release=None):
     """Installed modules that export ``symbol``, from depmod's modules.symbols; None when that
     file is missing."""
-    text = _read(os.path.join(release_dir(lib_modules, release), "modules.symbols"))
+    text = fileops.read_quiet(os.path.join(release_dir(lib_modules, release), "modules.symbols"))
     if text is None or not release:
         return None
     wanted = "symbol:" + symbol
@@ -466,7 +459,7 @@ def option_sources(module, root="/", extra_names=()):
     them: ``[{"path", "param", "value", "order"}]`` (``order`` is the file's place)."""
     found = []
     for order, path in enumerate(config_files(root, MODPROBE_D_DIRS, extra_names)):
-        for param, value in parse_options(_read(path) or "", module):
+        for param, value in parse_options(fileops.read_quiet(path) or "", module):
             found.append({"path": path, "param": param, "value": value, "order": order})
     return found
 
@@ -505,7 +498,7 @@ def modules_load_files(module, root="/"):
     wanted = canonical(module)
     found = []
     for path in config_files(root, MODULES_LOAD_D_DIRS):
-        for line in (_read(path) or "").splitlines():
+        for line in (fileops.read_quiet(path) or "").splitlines():
             line = line.strip()
             if line and not line.startswith(("#", ";")) and canonical(line.split()[0]) == wanted:
                 found.append(path)

@@ -31,19 +31,15 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_state
 from ansible_collections.gpufleet.tuning.plugins.module_utils import rlimit
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+@-]{0,254}$")
 VMID_MIN, VMID_MAX = 100, 999999999
 LOCK_TIMEOUT = 10
 
 
-class MemlockError(Exception):
-    """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
-
-    def __init__(self, message, partial=None):
-        super(MemlockError, self).__init__(message)
-        self.message = message
-        self.partial = partial or {}
+class MemlockError(ModuleFailure):
+    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
 
 
 class Paths(object):

@@ -21,18 +21,11 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils import proc_cgroups
 
 _STATE_WORD = re.compile(r"^\s*(?:State|status):\s*(\S+)", re.IGNORECASE | re.MULTILINE)
 _PID_LINE = re.compile(r"^\s*PID:\s*([0-9]+)", re.MULTILINE)
-
-
-def _read_text(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
-    except (OSError, IOError):
-        return None
 
 
 def container_of_cgroup_path(path):
@@ -82,7 +75,7 @@ def cgroup_has_processes(directory, max_dirs=4096):
     seen = 0
     for dirpath, _dirs, files in os.walk(directory):
         seen += 1
-        if "cgroup.procs" in files and (_read_text(os.path.join(dirpath, "cgroup.procs")) or "").strip():
+        if "cgroup.procs" in files and (fileops.read_quiet(os.path.join(dirpath, "cgroup.procs")) or "").strip():
             return True
         if seen >= max_dirs:
             break

@@ -18,16 +18,10 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+
 PREFIX = "NVreg_"
 _VERSION_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
-    except (OSError, IOError):
-        return None
 
 
 def state(proc_root="/proc", sys_root="/sys"):
@@ -37,8 +31,8 @@ def state(proc_root="/proc", sys_root="/sys"):
     ``flavor`` is ``open`` or ``proprietary`` when /proc/driver/nvidia/version says which,
     else None.
     """
-    version_text = _read(os.path.join(proc_root, "driver", "nvidia", "version"))
-    version = (_read(os.path.join(sys_root, "module", "nvidia", "version")) or "").strip() or None
+    version_text = fileops.read_quiet(os.path.join(proc_root, "driver", "nvidia", "version"))
+    version = (fileops.read_quiet(os.path.join(sys_root, "module", "nvidia", "version")) or "").strip() or None
     flavor = None
     if version_text:
         first = version_text.splitlines()[0] if version_text.splitlines() else ""
@@ -77,7 +71,7 @@ def parse_params(text):
 def running_params(proc_root="/proc"):
     """The running values keyed by their ``NVreg_`` names; None when the file is not readable
     (driver not loaded, or not root inside some containers)."""
-    text = _read(os.path.join(proc_root, "driver", "nvidia", "params"))
+    text = fileops.read_quiet(os.path.join(proc_root, "driver", "nvidia", "params"))
     if text is None:
         return None
     return parse_params(text)

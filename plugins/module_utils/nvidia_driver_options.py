@@ -40,6 +40,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_modu
 from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
 
 MODULE = "nvidia"
 DEFAULT_FILENAME = "zz-gpufleet-nvidia.conf"
@@ -103,13 +104,8 @@ RISKY = (
 )
 
 
-class OptionsError(Exception):
-    """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
-
-    def __init__(self, message, partial=None):
-        super(OptionsError, self).__init__(message)
-        self.message = message
-        self.partial = partial or {}
+class OptionsError(ModuleFailure):
+    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
 
 
 class Paths(object):

@@ -33,6 +33,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_modu
 from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
 
 MODULE = "nvidia_peermem"
 DRIVER = "nvidia"
@@ -52,13 +53,8 @@ DMABUF_HINT = ("use DMA-BUF for GPUDirect RDMA instead (NVIDIA's recommended pat
                "NCCL_DMABUF_ENABLE=1 for NCCL)")
 
 
-class PeermemError(Exception):
-    """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
-
-    def __init__(self, message, partial=None):
-        super(PeermemError, self).__init__(message)
-        self.message = message
-        self.partial = partial or {}
+class PeermemError(ModuleFailure):
+    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
 
 
 class Paths(object):

@@ -29,6 +29,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pci_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
 
 RULE_FILE = "90-gpufleet-pcie-maxreadreq.rules"
 HELPER = "/usr/local/libexec/gpufleet/pcie-maxreadreq"
@@ -40,13 +41,8 @@ _VENDOR_RE = re.compile(r"^0x[0-9a-f]{4}$")
 _CLASS_RE = re.compile(r"^0x[0-9a-f]{4}(?:[0-9a-f]{2})?$")
 
 
-class PcieError(Exception):
-    """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
-
-    def __init__(self, message, partial=None):
-        super(PcieError, self).__init__(message)
-        self.message = message
-        self.partial = partial or {}
+class PcieError(ModuleFailure):
+    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
 
 
 def default_interpreter():
@@ -388,6 +384,7 @@ def run(params, check_mode=False, paths=None):
     after = dict(("%s MRRS" % e["bdf"], e["mrrs_after"]) for e in entries if e["mrrs_after"] is not None)
     result["diff"] = [diffs.values_diff(before, after, DIFF_HEADER)] + managed_files.diff_entries(file_changes)
     result["changed"] = any(e["changed"] for e in entries) or bool(file_changes)
+    result["warnings"] = ["%s left alone: %s" % (bdf, result["skipped_keys"][bdf]) for bdf in sorted(result["skipped_keys"])]
     return result
 
 

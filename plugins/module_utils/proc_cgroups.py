@@ -17,18 +17,12 @@ from __future__ import annotations
 
 import os
 
-
-def _read_text(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
-    except (OSError, IOError):
-        return None
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
 
 
 def cgroup_paths(pid, proc_root="/proc"):
     """The cgroup path of each hierarchy line of ``/proc/<pid>/cgroup`` (empty when gone)."""
-    text = _read_text(os.path.join(proc_root, str(pid), "cgroup")) or ""
+    text = fileops.read_quiet(os.path.join(proc_root, str(pid), "cgroup")) or ""
     paths = []
     for line in text.splitlines():
         fields = line.split(":", 2)
@@ -39,7 +33,7 @@ def cgroup_paths(pid, proc_root="/proc"):
 
 def parent_pid(pid, proc_root="/proc"):
     """PPid from ``/proc/<pid>/stat`` (the command name may hold spaces and parentheses)."""
-    stat = _read_text(os.path.join(proc_root, str(pid), "stat"))
+    stat = fileops.read_quiet(os.path.join(proc_root, str(pid), "stat"))
     if not stat or ")" not in stat:
         return None
     fields = stat.rsplit(")", 1)[1].split()

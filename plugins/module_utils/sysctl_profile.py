@@ -21,18 +21,14 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 STATE_DIR = "/var/lib/gpufleet-tuning/sysctl"
 
 
-class ProfileError(Exception):
-    """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
-
-    def __init__(self, message, partial=None):
-        super(ProfileError, self).__init__(message)
-        self.message = message
-        self.partial = partial or {}
+class ProfileError(ModuleFailure):
+    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
 
 
 class Paths(object):

@@ -273,6 +273,7 @@ reboot_required:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power
+from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
 
 
 def main():
@@ -286,14 +287,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        result = cpu_power.run(module.params, check_mode=module.check_mode)
-    except cpu_power.CpuPowerError as exc:
-        partial = dict(exc.partial)
-        partial.pop("changed", None)
-        partial.pop("diff", None)
-        module.fail_json(msg=exc.message, **partial)
-    module.exit_json(**result)
+    outcome.finish(module, lambda: cpu_power.run(module.params, check_mode=module.check_mode))
 
 
 if __name__ == "__main__":

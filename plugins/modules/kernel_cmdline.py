@@ -239,6 +239,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import boot_cmdline
 from ansible_collections.gpufleet.tuning.plugins.module_utils import commands
+from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
 
 
 def main():
@@ -254,17 +255,8 @@ def main():
         supports_check_mode=True,
     )
 
-    try:
-        result = boot_cmdline.run(module.params, check_mode=module.check_mode,
-                                  paths=boot_cmdline.Paths(), tools=commands.Commands(module))
-    except boot_cmdline.CmdlineError as exc:
-        partial = dict(exc.partial)
-        for key in ("changed", "diff", "warnings", "skipped"):
-            partial.pop(key, None)
-        module.fail_json(msg=exc.message, **partial)
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    module.exit_json(**result)
+    outcome.finish(module, lambda: boot_cmdline.run(module.params, check_mode=module.check_mode,
+                                                    paths=boot_cmdline.Paths(), tools=commands.Commands(module)))
 
 
 if __name__ == "__main__":

@@ -212,6 +212,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import commands
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock
+from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
 
 
 def main():
@@ -227,14 +228,8 @@ def main():
         required_one_of=[("vmid", "name", "path")],
         supports_check_mode=True,
     )
-    try:
-        result = lxc_memlock.run(module.params, check_mode=module.check_mode, tools=commands.Commands(module))
-    except lxc_memlock.MemlockError as exc:
-        partial = dict(exc.partial)
-        partial.pop("changed", None)
-        partial.pop("diff", None)
-        module.fail_json(msg=exc.message, **partial)
-    module.exit_json(**result)
+    outcome.finish(module, lambda: lxc_memlock.run(module.params, check_mode=module.check_mode,
+                                                   tools=commands.Commands(module)))
 
 
 if __name__ == "__main__":

@@ -236,6 +236,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import commands as commands_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem
+from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
 
 
 def main():
@@ -249,19 +250,9 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        result = nvidia_peermem.run(module.params, check_mode=module.check_mode,
-                                    paths=nvidia_peermem.Paths(), commands=commands_mod.Commands(module))
-    except nvidia_peermem.PeermemError as exc:
-        partial = dict(exc.partial)
-        for warning in partial.pop("warnings", []):
-            module.warn(warning)
-        partial.pop("changed", None)
-        partial.pop("diff", None)
-        module.fail_json(msg=exc.message, **partial)
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    module.exit_json(**result)
+    outcome.finish(module, lambda: nvidia_peermem.run(module.params, check_mode=module.check_mode,
+                                                      paths=nvidia_peermem.Paths(),
+                                                      commands=commands_mod.Commands(module)))
 
 
 if __name__ == "__main__":

@@ -292,6 +292,7 @@ reboot_required:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pcie_maxreadreq
+from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
 
 
 def main():
@@ -307,13 +308,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        result = pcie_maxreadreq.run(module.params, check_mode=module.check_mode)
-    except pcie_maxreadreq.PcieError as exc:
-        module.fail_json(msg=exc.message, **exc.partial)
-    for bdf in sorted(result["skipped_keys"]):
-        module.warn("%s left alone: %s" % (bdf, result["skipped_keys"][bdf]))
-    module.exit_json(**result)
+    outcome.finish(module, lambda: pcie_maxreadreq.run(module.params, check_mode=module.check_mode))
 
 
 if __name__ == "__main__":

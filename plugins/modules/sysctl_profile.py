@@ -205,6 +205,7 @@ reboot_required:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile
+from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
 
 
 def main():
@@ -221,14 +222,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        result = sysctl_profile.run(module.params, check_mode=module.check_mode)
-    except sysctl_profile.ProfileError as exc:
-        partial = dict(exc.partial)
-        partial.pop("changed", None)
-        partial.pop("diff", None)
-        module.fail_json(msg=exc.message, **partial)
-    module.exit_json(**result)
+    outcome.finish(module, lambda: sysctl_profile.run(module.params, check_mode=module.check_mode))
 
 
 if __name__ == "__main__":
