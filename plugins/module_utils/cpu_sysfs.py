@@ -179,15 +179,20 @@ def _int_attr(path, required=True):
         raise CpuSysfsError("%s holds %r, not an integer" % (path, text))
 
 
-def idle_states(cpu, root=CPU_ROOT):
-    """The idle states of ``cpu`` in index order; empty when the CPU has no cpuidle directory."""
-    base = os.path.join(root, "cpu%d" % cpu, "cpuidle")
+def _entries(base):
+    """Names in ``base``; none when the directory does not exist (no cpuidle, no cpufreq)."""
     try:
-        entries = os.listdir(base)
+        return os.listdir(base)
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return []
         raise CpuSysfsError("cannot list %s: %s" % (base, describe_oserror(exc)))
+
+
+def idle_states(cpu, root=CPU_ROOT):
+    """The idle states of ``cpu`` in index order; empty when the CPU has no cpuidle directory."""
+    base = os.path.join(root, "cpu%d" % cpu, "cpuidle")
+    entries = _entries(base)
     states = []
     for entry in entries:
         match = _STATE_DIR_RE.match(entry)
@@ -234,12 +239,7 @@ def policies(root=CPU_ROOT):
     """Every ``cpufreq/policyN`` in number order; an inactive one (all CPUs offline) has cpus []
     and None for the attributes the kernel refuses to show then."""
     base = os.path.join(root, "cpufreq")
-    try:
-        entries = os.listdir(base)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return []
-        raise CpuSysfsError("cannot list %s: %s" % (base, describe_oserror(exc)))
+    entries = _entries(base)
     found = []
     for entry in entries:
         match = _POLICY_DIR_RE.match(entry)
