@@ -223,16 +223,16 @@ def _run_present(params, desired, paths, conf_path, state_path, originals, conta
                     skipped[key] = "the kernel refused the write: %s; currently %s, wanted %s" % (
                         sysctl.describe_oserror(exc), before[key], desired[key])
                     continue
-                err = tx.abort("failed to set %s to %r: %s" % (key, desired[key], sysctl.describe_oserror(exc)))
-                raise ProfileError(err.full_message(), result)
+                raise _rolled_back(tx, "failed to set %s to %r: %s" % (key, desired[key], sysctl.describe_oserror(exc)),
+                                   result, before)
             tx.record("sysctl %s" % key, _writer(key, before[key], paths.proc_sys))
             try:
                 got = sysctl.read_value(key, paths.proc_sys)
             except sysctl.SysctlError as exc:
-                raise ProfileError(tx.abort(str(exc)).full_message(), result)
+                raise _rolled_back(tx, str(exc), result, before)
             if got != desired[key]:
-                err = tx.abort("%s did not take %r: the kernel reports %r after the write" % (key, desired[key], got))
-                raise ProfileError(err.full_message(), result)
+                raise _rolled_back(tx, "%s did not take %r: the kernel reports %r after the write" % (key, desired[key], got),
+                                   result, before)
             result["after"][key] = got
     else:
         for key in to_write:
@@ -265,8 +265,8 @@ def _run_present(params, desired, paths, conf_path, state_path, originals, conta
             if new_originals != originals:
                 _replace_file(tx, state_path, fileops.read_bytes(state_path), _dump_state(params["name"], new_originals))
         except (OSError, IOError) as exc:
-            err = tx.abort("failed to write %s: %s" % (getattr(exc, "filename", None) or conf_path, sysctl.describe_oserror(exc)))
-            raise ProfileError(err.full_message(), result)
+            raise _rolled_back(tx, "failed to write %s: %s" % (getattr(exc, "filename", None) or conf_path,
+                                                               sysctl.describe_oserror(exc)), result, before)
 
     result["persisted"] = file_after is not None
     result["changed"] = bool(result["changed_keys"]) or file_changed or bool(stale)
@@ -275,6 +275,14 @@ def _run_present(params, desired, paths, conf_path, state_path, originals, conta
         result["reboot_required"] = any(before.get(k) != v for k, v in persisted_values.items())
     result["diff"] = diff
     return result
+
+
+def _rolled_back(tx, message, result, before):
+    """Undo this call's steps; the error reports the values as they are after the undo."""
+    err = tx.abort(message)
+    if not err.rollback_errors:
+        result["after"] = dict(before)
+    return ProfileError(err.full_message(), result)
 
 
 def _writer(key, value, root):
@@ -358,8 +366,7 @@ def _run_absent(params, desired, paths, conf_path, state_path, originals, contai
                 _replace_file(tx, state_path, old_state, new_state)
         except (OSError, IOError, ProfileError, sysctl.SysctlError) as exc:
             text = sysctl.describe_oserror(exc) if isinstance(exc, (OSError, IOError)) else str(exc)
-            err = tx.abort("failed to remove profile %s: %s" % (params["name"], text))
-            raise ProfileError(err.full_message(), result)
+            raise _rolled_back(tx, "failed to remove profile %s: %s" % (params["name"], text), result, before)
     else:
         for key in to_write:
             result["after"][key] = restore[key]

@@ -176,6 +176,7 @@ def test_failing_write_in_the_middle_restores_earlier_keys(fake, monkeypatch):
     assert proc(tmp_path, "kernel.numa_balancing") == "1"
     assert proc(tmp_path, "net.ipv4.tcp_rmem") == "4096 131072 6291456"
     assert proc(tmp_path, "vm.swappiness") == "60"
+    assert exc.value.partial["after"] == exc.value.partial["before"]  # reports the restored values
     assert os.listdir(str(tmp_path / "etc/sysctl.d")) == []
     assert not (tmp_path / "var/lib/gpufleet").exists()
 
