@@ -1,0 +1,122 @@
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Shared fixtures of the host-vm verifier: one test file per feature sits beside this one.
+
+The verifier runs after the scenario's real reboot of the guest, so what ``host`` reads comes
+from the rebooted kernel. What happened before the reboot was saved on the controller:
+``results/<host>/converge-1.json`` (first converge), ``converge-2.json`` (idempotence run),
+``check.json`` (the check-mode converge) hold every registered ``__host_*`` module result of
+the host role, and ``reboot.json`` the boot ids around the reboot.
+
+A feature's test file typically asserts three things: the live state on the rebooted guest
+(persistence), the first converge's result (what the module did on a real kernel), and the
+later runs' results (idempotent, check mode agrees).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+PROJECT_DIR = os.environ.get(
+    "MOLECULE_PROJECT_DIRECTORY",
+    os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+
+
+def role_defaults(role):
+    """The merged defaults of a role (defaults/main/ is a directory; every file loads)."""
+    merged = {}
+    directory = os.path.join(PROJECT_DIR, "roles", role, "defaults", "main")
+    for name in sorted(os.listdir(directory)):
+        if name.endswith((".yml", ".yaml")):
+            with open(os.path.join(directory, name)) as handle:
+                merged.update(yaml.safe_load(handle) or {})
+    return merged
+
+
+@pytest.fixture(scope="session")
+def host_defaults():
+    return role_defaults("host")
+
+
+@pytest.fixture(scope="module")
+def results(host):
+    """Loader of the saved run results of this host: results("converge-1")["__host_sysctl"]."""
+    directory = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "results", host.backend.host)
+
+    def load(name):
+        path = os.path.join(directory, name + ".json")
+        assert os.path.exists(path), "%s is missing: did the %s step run?" % (path, name)
+        with open(path) as handle:
+            return json.load(handle)
+
+    return load
+
+
+@pytest.fixture(scope="module")
+def rebooted(host, results):
+    """The boot ids around the scenario's reboot, once checked that the guest really rebooted
+    and that this is the boot after it (tests reading persisted state depend on it)."""
+    ids = results("reboot")
+    assert ids["before"] != ids["after"], "the guest did not reboot: boot id %s before and after" % ids["before"]
+    now = host.file("/proc/sys/kernel/random/boot_id").content_string.strip()
+    assert now == ids["after"], "the guest booted again since the scenario's reboot (%s, expected %s)" % (now, ids["after"])
+    return ids
+
+
+def _fold(value):
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, (list, tuple)):
+        value = " ".join(str(v) for v in value)
+    return " ".join(str(value).split())
+
+
+# Helpers come as fixtures: the repository's pytest.ini imports test files with
+# --import-mode=importlib, so a test file cannot import this conftest as a module.
+@pytest.fixture(scope="session")
+def fold():
+    """A sysctl value as the modules compare it: whitespace folded to single spaces."""
+    return _fold
+
+
+@pytest.fixture(scope="module")
+def read_sysctl(host):
+    """The live value of a dotted sysctl key on the guest, whitespace folded."""
+    def read(key):
+        return _fold(host.file("/proc/sys/" + key.replace(".", "/")).content_string)
+    return read
+
+
+@pytest.fixture(scope="module")
+def run_module(host):
+    """Run one module on the guest through `ansible` and return its result, failed or not:
+    run_module("gpufleet.tuning.sysctl_profile", {"name": ...}, check=False).
+
+    testinfra's host.ansible() cannot tell a failed module under ansible-core 2.19: the tree
+    output it reads no longer carries "failed". The JSON callback does, and so does this.
+    """
+    binary = os.path.join(os.path.dirname(sys.executable), "ansible")
+    if not os.path.exists(binary):
+        binary = shutil.which("ansible")
+    env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    name = host.backend.host
+
+    def run(module, args, check=False):
+        cmd = [binary, "-i", host.backend.ansible_inventory, "-m", module, "-a", json.dumps(args), name]
+        if check:
+            cmd.append("--check")
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, check=False)
+        try:
+            return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][name]
+        except (ValueError, KeyError, IndexError):
+            raise AssertionError("ansible -m %s gave no result (rc %d): %s %s" % (module, proc.returncode, proc.stdout, proc.stderr))
+
+    return run
