@@ -1,6 +1,8 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Shared fixtures of the host-vm verifier: one test file per feature sits beside this one.
+"""Fixtures of the host-vm verifier: one test file per feature sits beside this one.
+
+Shared ones (fold, read_sysctl) come from molecule/conftest.py; these are the VM's own.
 
 The verifier runs after the scenario's real reboot of the guest, so what ``host`` reads comes
 from the rebooted kernel. What happened before the reboot was saved on the controller:
@@ -70,28 +72,7 @@ def rebooted(host, results):
     return ids
 
 
-def _fold(value):
-    if isinstance(value, bool):
-        value = int(value)
-    if isinstance(value, (list, tuple)):
-        value = " ".join(str(v) for v in value)
-    return " ".join(str(value).split())
-
-
-# Helpers come as fixtures: the repository's pytest.ini imports test files with
-# --import-mode=importlib, so a test file cannot import this conftest as a module.
-@pytest.fixture(scope="session")
-def fold():
-    """A sysctl value as the modules compare it: whitespace folded to single spaces."""
-    return _fold
-
-
-@pytest.fixture(scope="module")
-def read_sysctl(host):
-    """The live value of a dotted sysctl key on the guest, whitespace folded."""
-    def read(key):
-        return _fold(host.file("/proc/sys/" + key.replace(".", "/")).content_string)
-    return read
+# fold and read_sysctl come from molecule/conftest.py (shared with the podman scenarios).
 
 
 @pytest.fixture(scope="module")
