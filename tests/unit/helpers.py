@@ -21,6 +21,25 @@ def write_tree(root, files):
             handle.write(content)
 
 
+def snapshot(root):
+    """Every file under ``root`` with its bytes, and every symlink as ``-> target``.
+
+    Comparing two snapshots is how the tests prove "nothing was written": check mode, refused
+    input and rolled-back failures must leave every byte and link as it was.
+    """
+    found = {}
+    for dirpath, dirs, files in os.walk(str(root)):
+        for name in files + dirs:
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, str(root))
+            if os.path.islink(path):
+                found[rel] = "-> " + os.readlink(path)
+            elif os.path.isfile(path):
+                with open(path, "rb") as handle:
+                    found[rel] = handle.read()
+    return found
+
+
 def read(path):
     with open(str(path)) as handle:
         return handle.read()

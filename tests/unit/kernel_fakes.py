@@ -253,17 +253,6 @@ class PathCommands(object):
         return CommandResult(argv, proc.returncode, proc.stdout, proc.stderr)
 
 
-def snapshot(root):
-    """Every file under ``root`` with its bytes: 'nothing changed' compares these."""
-    found = {}
-    for dirpath, _dirs, files in os.walk(str(root)):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            with open(path, "rb") as handle:
-                found[os.path.relpath(path, str(root))] = handle.read()
-    return found
-
-
 def capture_warnings(monkeypatch, module):
     """Collect what a module passes to AnsibleModule.warn. Warnings do not come back in the
     result when tests run in one process: once any test has loaded controller code, ansible-core

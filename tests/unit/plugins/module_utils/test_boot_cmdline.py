@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import boot_cmdline as bc
 from ansible_collections.gpufleet.tuning.plugins.module_utils import commands
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, write_tree
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
 
 GRUB = (
     "# If you change this file, run 'update-grub' afterwards to update\n"
@@ -103,15 +103,6 @@ def params(**kw):
     base = dict(present=[], absent=[], present_by_cpu_vendor={}, bootloader="auto", on_harmful="fail", force=False)
     base.update(kw)
     return base
-
-
-def snapshot(root):
-    found = {}
-    for dirpath, _dirs, files in os.walk(str(root)):
-        for name in files:
-            with open(os.path.join(dirpath, name), "rb") as handle:
-                found[os.path.relpath(os.path.join(dirpath, name), str(root))] = handle.read()
-    return found
 
 
 # --- GRUB ---------------------------------------------------------------------------------

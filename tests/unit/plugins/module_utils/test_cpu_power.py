@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power as cp
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power_boot
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_sysfs
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, write_tree
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
 
 # A server part with intel_idle: latencies as on Ice Lake-SP (C6 170 us).
 INTEL_STATES = (("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("C1", "MWAIT 0x00", 1, 1),
@@ -72,21 +72,6 @@ def params(**kw):
                 energy_performance_preference="performance", persist=True)
     base.update(kw)
     return base
-
-
-def snapshot(tmp_path):
-    """Every file and link under the tree: 'nothing changed' compares these."""
-    found = {}
-    for dirpath, dirs, files in os.walk(str(tmp_path)):
-        for name in files + dirs:
-            path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, str(tmp_path))
-            if os.path.islink(path):
-                found[rel] = "-> " + os.readlink(path)
-            elif os.path.isfile(path):
-                with open(path, "rb") as handle:
-                    found[rel] = handle.read()
-    return found
 
 
 def disable(base, cpu, index):

@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock as lm
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import write_tree
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot, write_tree
 from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils import lxc_fixtures as fx
 from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.test_rlimit import LIMITS_8M
 
@@ -49,16 +49,6 @@ def params(**kw):
     base = dict(vmid=None, name=None, path=None, limit="unlimited", backup=True)
     base.update(kw)
     return base
-
-
-def snapshot(root):
-    found = {}
-    for dirpath, _dirs, files in os.walk(str(root)):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            with open(path, "rb") as handle:
-                found[os.path.relpath(path, str(root))] = handle.read()
-    return found
 
 
 def backups(directory):

@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options as do
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, write_tree
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
 
 FILE = "etc/modprobe.d/zz-gpufleet-nvidia.conf"
 HEADER = ("# Managed by Ansible (gpufleet.tuning.nvidia_driver_options): NVIDIA driver options.\n"
@@ -58,11 +58,11 @@ def test_file_content_quoting_and_rebuild(node):
 def test_second_run_is_idempotent_and_rebuilds_nothing(node):
     root, paths, fake = node()
     run(paths, options={"NVreg_EnableMSI": 1})
-    before = kf.snapshot(root)
+    before = snapshot(root)
     result = run(paths, options={"NVreg_EnableMSI": 1})
     assert result["changed"] is False and result["plan"] == [] and result["diff"] == []
     assert fake.calls() == ["update-initramfs -u"]
-    assert kf.snapshot(root) == before
+    assert snapshot(root) == before
 
 
 def test_dracut_when_update_initramfs_is_missing(node):
@@ -123,7 +123,7 @@ def test_failed_rebuild_of_a_new_file_removes_it(node):
 
 def test_check_mode_writes_nothing_and_runs_nothing(node):
     root, paths, fake = node()
-    before = kf.snapshot(root)
+    before = snapshot(root)
     result = run(paths, check_mode=True, options={"NVreg_EnableMSI": 0, "NVreg_EnableStreamMemOPs": 1},
                  allow_risky=True)
     assert result["changed"] is True
@@ -132,7 +132,7 @@ def test_check_mode_writes_nothing_and_runs_nothing(node):
     assert result["pending"] == ["NVreg_EnableMSI: running 1, configured 0",
                                  "NVreg_EnableStreamMemOPs: running 0, configured 1"]
     assert result["diff"][0]["after"] == HEADER + "options nvidia NVreg_EnableMSI=0 NVreg_EnableStreamMemOPs=1\n"
-    assert fake.calls() == [] and kf.snapshot(root) == before
+    assert fake.calls() == [] and snapshot(root) == before
 
 
 def test_running_equal_to_configured_needs_no_reboot(node):
@@ -211,12 +211,12 @@ def test_empty_options_without_file_do_nothing(node):
 ])
 def test_risky_options_are_refused_unless_allowed(node, name, value, needle):
     root, paths, fake = node()
-    before = kf.snapshot(root)
+    before = snapshot(root)
     with pytest.raises(do.OptionsError) as exc:
         run(paths, options={name: value, "NVreg_EnableStreamMemOPs": 1})
     assert "refusing risky NVIDIA driver options" in exc.value.message and "allow_risky=true" in exc.value.message
     assert name in exc.value.message and needle in exc.value.message
-    assert kf.snapshot(root) == before and fake.calls() == []
+    assert snapshot(root) == before and fake.calls() == []
     result = run(paths, options={name: value}, allow_risky=True)
     assert result["changed"] is True and len(result["risky"]) == 1 and name in result["risky"][0]
 
@@ -258,11 +258,11 @@ def test_invalid_filename(node, filename):
 def test_a_later_file_that_overrides_is_refused(node):
     root, paths, fake = node()
     (root / "etc/modprobe.d/zzz-site.conf").write_text("options nvidia NVreg_EnableMSI=0\n")
-    before = kf.snapshot(root)
+    before = snapshot(root)
     with pytest.raises(do.OptionsError) as exc:
         run(paths, options={"NVreg_EnableMSI": 1})
     assert "zzz-site.conf sets NVreg_EnableMSI=0 and is read after" in exc.value.message
-    assert kf.snapshot(root) == before and fake.calls() == []
+    assert snapshot(root) == before and fake.calls() == []
 
 
 def test_an_earlier_file_is_reported_and_loses(node):

@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem as pm
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import read
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot
 
 LOAD_FILE = "etc/modules-load.d/gpufleet-nvidia-peermem.conf"
 OPTIONS_FILE = "etc/modprobe.d/gpufleet-nvidia-peermem.conf"
@@ -71,25 +71,25 @@ def test_already_loaded_is_unchanged_and_calls_nothing(node):
     root, paths, fake = node(peermem_loaded=True, **MLNX)
     first = run(paths)  # writes the modules-load.d entry only
     assert first["changed"] is True and first["plan"] == ["write %s" % (root / LOAD_FILE)]
-    before = kf.snapshot(root)
+    before = snapshot(root)
     second = run(paths)
     assert second["changed"] is False and second["plan"] == [] and second["loaded"] is True
     assert second["reason"] == "nvidia_peermem is loaded"
-    assert fake.calls() == [] and kf.snapshot(root) == before
+    assert fake.calls() == [] and snapshot(root) == before
 
 
 def test_second_run_after_load_is_idempotent(node):
     root, paths, fake = node(**MLNX)
     run(paths, params={"peerdirect_support": 0})
-    before = kf.snapshot(root)
+    before = snapshot(root)
     result = run(paths, params={"peerdirect_support": 0})
     assert result["changed"] is False and fake.calls() == ["modprobe nvidia_peermem peerdirect_support=0"]
-    assert kf.snapshot(root) == before
+    assert snapshot(root) == before
 
 
 def test_symbol_missing_fails_before_modprobe(node):
     root, paths, fake = node(ib_core=False, peer_symbol=False)
-    before = kf.snapshot(root)
+    before = snapshot(root)
     with pytest.raises(pm.PeermemError) as exc:
         run(paths)
     message = exc.value.message
@@ -98,7 +98,7 @@ def test_symbol_missing_fails_before_modprobe(node):
     assert "MLNX_OFED or DOCA-OFED" in message and "DMA-BUF" in message
     assert "nothing was changed" in message
     assert fake.calls() == []  # modprobe was never run
-    assert kf.snapshot(root) == before
+    assert snapshot(root) == before
     assert exc.value.partial["peer_symbol"]["loaded"] is False
     assert exc.value.partial["driver_version"] == kf.DRIVER_VERSION
 
@@ -121,12 +121,12 @@ def test_symbol_from_an_installed_ib_core_not_loaded_yet_is_enough(node):
 
 def test_require_false_reports_needed_false_and_changes_nothing(node):
     root, paths, fake = node(ib_core=False, peer_symbol=False)
-    before = kf.snapshot(root)
+    before = snapshot(root)
     result = run(paths, require=False)
     assert result["needed"] is False and result["changed"] is False and result["loaded"] is False
     assert "ib_register_peer_memory_client is not available" in result["reason"]
     assert result["persisted"] is False and result["plan"] == []
-    assert fake.calls() == [] and kf.snapshot(root) == before
+    assert fake.calls() == [] and snapshot(root) == before
 
 
 def test_no_driver_says_not_installed(node):
@@ -169,11 +169,11 @@ def test_ko_built_for_another_kernel(node, tmp_path):
 def test_modprobe_missing(node):
     root, paths, fake = node(**MLNX)
     fake.remove("modprobe")
-    before = kf.snapshot(root)
+    before = snapshot(root)
     with pytest.raises(pm.PeermemError) as exc:
         run(paths)
     assert "modprobe is not installed" in exc.value.message
-    assert kf.snapshot(root) == before
+    assert snapshot(root) == before
 
 
 @pytest.mark.parametrize("message,hint", [
@@ -184,7 +184,7 @@ def test_modprobe_missing(node):
 ])
 def test_modprobe_failure_rolls_back_the_files(node, message, hint):
     root, paths, fake = node(**MLNX)
-    before = kf.snapshot(root)
+    before = snapshot(root)
     fake.fail("modprobe", message)
     with pytest.raises(pm.PeermemError) as exc:
         run(paths, params={"peerdirect_support": 1})
@@ -192,17 +192,17 @@ def test_modprobe_failure_rolls_back_the_files(node, message, hint):
     assert "exit status 1" in exc.value.message
     assert "everything applied before it was restored" in exc.value.message
     assert fake.calls() == ["modprobe nvidia_peermem peerdirect_support=1"]
-    assert kf.snapshot(root) == before  # both files written, then removed again
+    assert snapshot(root) == before  # both files written, then removed again
 
 
 def test_modprobe_success_without_module_is_a_failure(node, monkeypatch):
     root, paths, fake = node(**MLNX)
-    before = kf.snapshot(root)
+    before = snapshot(root)
     monkeypatch.setenv("FAKE_MODPROBE_NOLOAD", "1")
     with pytest.raises(pm.PeermemError) as exc:
         run(paths)
     assert "exited 0 but /sys/module/nvidia_peermem does not exist" in exc.value.message
-    assert kf.snapshot(root) == before
+    assert snapshot(root) == before
     assert fake.calls() == ["modprobe nvidia_peermem", "modprobe -r nvidia_peermem"]
 
 
@@ -234,11 +234,11 @@ def test_absent_while_in_use_is_refused(node):
     (root / "sys/module/nvidia_peermem/refcnt").write_text("2\n")
     (root / "sys/module/nvidia_peermem/holders/nv_fake_user").write_text("")
     (root / LOAD_FILE).write_text(HEADER + "nvidia_peermem\n")
-    before = kf.snapshot(root)
+    before = snapshot(root)
     with pytest.raises(pm.PeermemError) as exc:
         run(paths, state="absent")
     assert "nvidia_peermem is in use (reference count 2; used by nv_fake_user)" in exc.value.message
-    assert fake.calls() == [] and kf.snapshot(root) == before
+    assert fake.calls() == [] and snapshot(root) == before
 
 
 def test_absent_reports_other_persistence(node):
@@ -251,30 +251,30 @@ def test_absent_reports_other_persistence(node):
 
 def test_check_mode_writes_nothing_and_runs_nothing(node):
     root, paths, fake = node(**MLNX)
-    before = kf.snapshot(root)
+    before = snapshot(root)
     result = run(paths, check_mode=True, params={"peerdirect_support": 1})
     assert result["changed"] is True and result["loaded"] is True and result["needed"] is True
     assert result["plan"] == ["write %s" % (root / LOAD_FILE), "write %s" % (root / OPTIONS_FILE),
                               "modprobe nvidia_peermem peerdirect_support=1"]
     assert result["persisted"] is True
-    assert fake.calls() == [] and kf.snapshot(root) == before
+    assert fake.calls() == [] and snapshot(root) == before
 
 
 def test_check_mode_of_absent(node):
     root, paths, fake = node(peermem_loaded=True, **MLNX)
-    before = kf.snapshot(root)
+    before = snapshot(root)
     result = run(paths, state="absent", check_mode=True)
     assert result["plan"] == ["modprobe -r nvidia_peermem"] and result["changed"] is True
-    assert fake.calls() == [] and kf.snapshot(root) == before
+    assert fake.calls() == [] and snapshot(root) == before
 
 
 def test_only_with_rdma_without_devices_is_not_needed(node):
     root, paths, fake = node(ib_core=False, peer_symbol=False)
-    before = kf.snapshot(root)
+    before = snapshot(root)
     result = run(paths, only_with_rdma=True)  # require stays true: no failure, nothing to serve
     assert result["needed"] is False and result["changed"] is False
     assert "no RDMA device" in result["reason"]
-    assert fake.calls() == [] and kf.snapshot(root) == before
+    assert fake.calls() == [] and snapshot(root) == before
 
 
 def test_only_with_rdma_with_devices_still_requires(node):
@@ -295,11 +295,11 @@ def test_persist_false_removes_our_entry_and_only_loads(node):
 def test_conflicting_options_read_later_are_refused(node):
     root, paths, fake = node(**MLNX)
     (root / "etc/modprobe.d/zz-rdma.conf").write_text("options nvidia-peermem peerdirect_support=0\n")
-    before = kf.snapshot(root)
+    before = snapshot(root)
     with pytest.raises(pm.PeermemError) as exc:
         run(paths, params={"peerdirect_support": 1})
     assert "zz-rdma.conf sets peerdirect_support=0 after" in exc.value.message
-    assert fake.calls() == [] and kf.snapshot(root) == before
+    assert fake.calls() == [] and snapshot(root) == before
 
 
 def test_container_is_a_blocker(node):

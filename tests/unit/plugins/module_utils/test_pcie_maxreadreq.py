@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pci_config as pc
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pcie_maxreadreq as pm
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import write_tree
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot, write_tree
 from ansible_collections.gpufleet.tuning.tests.unit.pci_fake import (
     add_device, bridge_config, conventional_config, gpu_config, read_bytes, with_word)
 
@@ -45,17 +45,6 @@ def node(tmp_path):
     add_device(tmp_path, NIC, gpu_config(class_code=0x020000, device=0x1021))
     add_device(tmp_path, "0000:00:02.0", conventional_config(vendor=0x1af4, device=0x1000, class_code=0x020000))
     return tmp_path, make_paths(tmp_path)
-
-
-def snapshot(tmp_path):
-    """Every regular file under the tree with its bytes: 'nothing written' compares these."""
-    found = {}
-    for dirpath, _dirs, files in os.walk(str(tmp_path)):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            if not os.path.islink(path):
-                found[os.path.relpath(path, str(tmp_path))] = read_bytes(path)
-    return found
 
 
 def config_of(tmp_path, bdf):

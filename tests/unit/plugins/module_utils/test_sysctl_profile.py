@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile as sp
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, write_tree
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
 
 HOST = {
     "proc/sys/vm/swappiness": "60\n",
@@ -40,17 +40,6 @@ def params(**kw):
 
 def proc(tmp_path, key):
     return read(tmp_path / "proc/sys" / key.replace(".", "/")).strip()
-
-
-def snapshot(tmp_path):
-    """Every file under the fake tree with its bytes: 'nothing changed' compares these."""
-    found = {}
-    for dirpath, _dirs, files in os.walk(str(tmp_path)):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            with open(path, "rb") as handle:
-                found[os.path.relpath(path, str(tmp_path))] = handle.read()
-    return found
 
 
 SETTINGS = {"vm.swappiness": 10, "kernel.numa_balancing": 0, "net.ipv4.tcp_rmem": "4096 87380 134217728"}
