@@ -51,19 +51,38 @@ ensure_venv() {
     echo "$want $(basename "$requirements")" >"$stamp"
 }
 
-# stage NAME COMMAND...: run a test stage, record its time and outcome.
+# stage NAME COMMAND...: run a test stage, record its time and outcome. A stage that is a
+# script runs under a time limit, so one that hangs (a dead ssh connection, a guest that never
+# boots) fails with a message saying so instead of eating the whole CI budget: at most
+# TEST_STAGE_LIMIT seconds (default 1800), and never past TEST_BUDGET seconds (default 4800)
+# counted from the first stage. `timeout` signals the stage's whole process group; the stage
+# scripts' EXIT traps stop what they started (the VM, the podman store).
 STAGE_REPORT=()
+TEST_START="${TEST_START:-$(date +%s)}"
 stage() {
-    local name="$1" start rc
+    local name="$1" start rc limit left
     shift
-    log "stage $name"
     start=$(date +%s)
-    set +e
-    "$@"
-    rc=$?
-    set -e
-    STAGE_REPORT+=("$(printf '%-22s %-6s %5ss' "$name" "$([ $rc = 0 ] && echo ok || echo FAILED)" "$(( $(date +%s) - start ))")")
-    return $rc
+    left=$(( ${TEST_BUDGET:-4800} - (start - TEST_START) ))
+    limit=${TEST_STAGE_LIMIT:-1800}
+    [ "$left" -lt "$limit" ] && limit=$(( left > 0 ? left : 0 ))
+    log "stage $name (at +$(( start - TEST_START ))s, limit ${limit}s)"
+    if [ "$limit" -lt 60 ]; then
+        log "stage $name: not run, the test budget (TEST_BUDGET=${TEST_BUDGET:-4800}s) is spent"
+        rc=124
+    else
+        set +e
+        if [ -f "$1" ] && [ -x "$1" ]; then
+            timeout --kill-after=120 "$limit" "$@"
+        else
+            "$@"
+        fi
+        rc=$?
+        set -e
+        [ "$rc" = 124 ] && log "stage $name: killed after its ${limit}s limit"
+    fi
+    STAGE_REPORT+=("$(printf '%-22s %-6s %5ss' "$name" "$([ "$rc" = 0 ] && echo ok || { [ "$rc" = 124 ] && echo TIMEOUT; } || echo FAILED)" "$(( $(date +%s) - start ))")")
+    return "$rc"
 }
 
 print_stage_report() {
