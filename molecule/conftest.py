@@ -1,10 +1,11 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fixtures shared by the verifiers of the podman scenarios (molecule/container, molecule/host).
+"""Fixtures shared by the verifiers of the molecule scenarios (container, host, host-vm).
 
 One test file per feature sits in each scenario's tests/ (test_sysctl.py, test_memlock.py, ...).
 ``host`` is testinfra's podman backend on the scenario's container (molecule.yml sets
-``--hosts podman://NAME``): every command runs inside the container with ``podman exec``.
+``--hosts podman://NAME``): every command runs inside the container with ``podman exec``;
+for host-vm it is the ansible backend over ssh to the VM.
 
 What the converges returned was saved on the controller by
 molecule/resources/tasks/save_results.yml: ``results("converge-1")`` (first converge),
@@ -71,9 +72,10 @@ def sysctl_conf(host):
 
 @pytest.fixture(scope="module")
 def results(host):
-    """Loader of the saved converge results of this container:
-    results("converge-1")["__container_sysctl"]."""
-    directory = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "results", host.backend.hostname)
+    """Loader of the saved run results of this container or VM:
+    results("converge-1")["__container_sysctl"]. get_hostname() is the instance name under
+    every testinfra backend (podman://NAME for the containers, ansible://NAME for host-vm)."""
+    directory = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "results", host.backend.get_hostname())
 
     def load(name):
         path = os.path.join(directory, name + ".json")

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fixtures of the host-vm verifier: one test file per feature sits beside this one.
 
-Shared ones (fold, read_sysctl) come from molecule/conftest.py; these are the VM's own.
+Shared ones (fold, read_sysctl, results) come from molecule/conftest.py; these are the VM's own.
 
 The verifier runs after the scenario's real reboot of the guest, so what ``host`` reads comes
 from the rebooted kernel. What happened before the reboot was saved on the controller:
@@ -48,20 +48,6 @@ def host_defaults():
 
 
 @pytest.fixture(scope="module")
-def results(host):
-    """Loader of the saved run results of this host: results("converge-1")["__host_sysctl"]."""
-    directory = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "results", host.backend.host)
-
-    def load(name):
-        path = os.path.join(directory, name + ".json")
-        assert os.path.exists(path), "%s is missing: did the %s step run?" % (path, name)
-        with open(path) as handle:
-            return json.load(handle)
-
-    return load
-
-
-@pytest.fixture(scope="module")
 def rebooted(host, results):
     """The boot ids around the scenario's reboot, once checked that the guest really rebooted
     and that this is the boot after it (tests reading persisted state depend on it)."""
@@ -72,7 +58,7 @@ def rebooted(host, results):
     return ids
 
 
-# fold and read_sysctl come from molecule/conftest.py (shared with the podman scenarios).
+# fold, read_sysctl and results come from molecule/conftest.py (shared with the podman scenarios).
 
 
 @pytest.fixture(scope="module")
