@@ -22,10 +22,12 @@ def write_tree(root, files):
 
 
 def snapshot(root):
-    """Every file under ``root`` with its bytes, and every symlink as ``-> target``.
+    """Every file under ``root`` with its bytes, every symlink as ``-> target``, every
+    directory as ``<dir>``, and the permission bits of each file and directory.
 
     Comparing two snapshots is how the tests prove "nothing was written": check mode, refused
-    input and rolled-back failures must leave every byte and link as it was.
+    input and rolled-back failures must leave every byte, link, mode and directory as it was
+    (a rollback that leaves an empty directory or a 0644 helper behind is a defect).
     """
     found = {}
     for dirpath, dirs, files in os.walk(str(root)):
@@ -34,9 +36,14 @@ def snapshot(root):
             rel = os.path.relpath(path, str(root))
             if os.path.islink(path):
                 found[rel] = "-> " + os.readlink(path)
+            elif os.path.isdir(path):
+                found[rel] = "<dir %o>" % (os.stat(path).st_mode & 0o7777)
             elif os.path.isfile(path):
                 with open(path, "rb") as handle:
                     found[rel] = handle.read()
+                found[rel + " (mode)"] = "%o" % (os.stat(path).st_mode & 0o7777)
+            else:
+                found[rel] = "<special %o>" % os.lstat(path).st_mode
     return found
 
 
