@@ -33,7 +33,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import Mod
 
 # Governor and EPP names are short kernel identifiers (CPUFREQ_NAME_LEN is 16); checking the
 # form first also makes them safe to embed in the boot script.
-_WORD_RE = re.compile(r"^[a-z0-9_]{1,32}$")
+_WORD_RE = re.compile(r"^[a-z0-9_]{1,32}\Z")
 # Latencies are microseconds in an int; a bound past an hour means "no bound" and is a typo.
 _MAX_BOUND_US = 3600 * 1000 * 1000
 

@@ -32,9 +32,9 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.sysctl import desc
 
 CPU_ROOT = "/sys/devices/system/cpu"
 
-_CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
-_STATE_DIR_RE = re.compile(r"^state(\d+)$")
-_POLICY_DIR_RE = re.compile(r"^policy(\d+)$")
+_CPU_DIR_RE = re.compile(r"^cpu(\d+)\Z")
+_STATE_DIR_RE = re.compile(r"^state(\d+)\Z")
+_POLICY_DIR_RE = re.compile(r"^policy(\d+)\Z")
 
 
 class CpuSysfsError(Exception):
@@ -69,7 +69,7 @@ def parse_cpu_list(text):
         return []
     for part in text.split(","):
         part = part.strip()
-        match = re.match(r"^(\d+)(?:-(\d+))?$", part)
+        match = re.match(r"^(\d+)(?:-(\d+))?\Z", part)
         if not match:
             raise CpuSysfsError("cannot parse CPU list %r" % text)
         first = int(match.group(1))

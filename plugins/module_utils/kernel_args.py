@@ -29,7 +29,7 @@ INIT_SEPARATOR = "--"
 # them to one value would drop consoles or hugepage pools.
 MULTI_VALUED = frozenset(["console", "hugepagesz", "hugepages", "memmap", "ip", "crashkernel"])
 
-_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
 _WHITESPACE = " \t\n\r\v\f"
 
 

@@ -50,8 +50,8 @@ MODPROBE_D_DIRS = ("etc/modprobe.d", "run/modprobe.d", "usr/local/lib/modprobe.d
 MODULES_LOAD_D_DIRS = ("etc/modules-load.d", "run/modules-load.d", "usr/local/lib/modules-load.d",
                        "usr/lib/modules-load.d", "lib/modules-load.d")
 # Values written bare in an options line; anything else is quoted.
-_BARE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.:+/@%,-]+$")
-_PARAM_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.:+/@%,-]+\Z")
+_PARAM_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+\Z")
 MAX_KO_BYTES = 64 * 1024 * 1024
 
 

@@ -35,8 +35,8 @@ ACCEPTED_LIMITS = ("'unlimited', a plain number of bytes (e.g. 68719476736), or 
                    "each half is 'unlimited' or a number of bytes and SOFT <= HARD")
 
 _SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SUFFIXED = re.compile(r"^([0-9]+)\s*([KMGT])(?:i?B)?$", re.IGNORECASE)
-_DIGITS = re.compile(r"^[0-9]+$")
+_SUFFIXED = re.compile(r"^([0-9]+)\s*([KMGT])(?:i?B)?\Z", re.IGNORECASE)
+_DIGITS = re.compile(r"^[0-9]+\Z")
 
 # A key line: optional indent, a key, optional blanks, then ':' or '='. Comments never match.
 _KEY_LINE = re.compile(rb"^[ \t]*([A-Za-z0-9_][A-Za-z0-9_.\-]*)([ \t]*)([:=])([ \t]*)")
@@ -44,7 +44,7 @@ _KEY_LINE = re.compile(rb"^[ \t]*([A-Za-z0-9_][A-Za-z0-9_.\-]*)([ \t]*)([:=])([ 
 _PVE_KEYS = re.compile(
     rb"^(arch|cmode|console|cores|cpulimit|cpuunits|debug|description|entrypoint|env|features|"
     rb"hookscript|hostname|lock|memory|nameserver|onboot|ostype|parent|protection|rootfs|"
-    rb"searchdomain|snaptime|startup|swap|tags|template|timezone|tty|(?:dev|mp|net|unused)[0-9]+)$")
+    rb"searchdomain|snaptime|startup|swap|tags|template|timezone|tty|(?:dev|mp|net|unused)[0-9]+)\Z")
 
 
 class ConfigError(Exception):
@@ -191,11 +191,11 @@ def join_lines(lines):
 def is_proxmox_path(path):
     """Proxmox keeps container configs as ``<vmid>.conf`` under /etc/pve."""
     path = path or ""
-    return "/etc/pve/" in path or re.match(r"^[0-9]+\.conf$", os.path.basename(path)) is not None
+    return "/etc/pve/" in path or re.match(r"^[0-9]+\.conf\Z", os.path.basename(path)) is not None
 
 
 def _key_regex(key):
-    return re.compile(rb"^([ \t]*" + re.escape(key.encode("ascii")) + rb"[ \t]*[:=][ \t]*)(.*?)([ \t]*)$")
+    return re.compile(rb"^([ \t]*" + re.escape(key.encode("ascii")) + rb"[ \t]*[:=][ \t]*)(.*?)([ \t]*)\Z")
 
 
 class ContainerConfig(object):

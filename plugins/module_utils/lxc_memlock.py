@@ -33,7 +33,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import rlimit
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+@-]{0,254}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+@-]{0,254}\Z")
 VMID_MIN, VMID_MAX = 100, 999999999
 LOCK_TIMEOUT = 10
 
@@ -86,7 +86,7 @@ def _resolve(params, paths):
         raise MemlockError("path %r is not valid: an absolute path to a container config" % (path,))
     path = os.path.normpath(path)
     base = os.path.basename(path)
-    match = re.match(r"^([0-9]+)\.conf$", base)
+    match = re.match(r"^([0-9]+)\.conf\Z", base)
     if match:
         return Target(path, match.group(1), True, vmid=int(match.group(1)))
     if base == "config":

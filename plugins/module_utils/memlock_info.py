@@ -20,7 +20,7 @@ import re
 from ansible_collections.gpufleet.tuning.plugins.module_utils import proc_cgroups
 from ansible_collections.gpufleet.tuning.plugins.module_utils import rlimit
 
-UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]{1,255}$")
+UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]{1,255}\Z")
 UNIT_TYPES = (".service", ".scope", ".slice", ".socket", ".mount", ".swap", ".timer")
 
 

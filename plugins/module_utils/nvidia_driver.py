@@ -88,7 +88,7 @@ def as_number(value):
     try:
         return int(text, 0)
     except ValueError:
-        if re.match(r"^0[0-7]+$", text):
+        if re.match(r"^0[0-7]+\Z", text):
             return int(text, 8)
         return None
 

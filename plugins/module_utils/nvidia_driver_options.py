@@ -44,8 +44,8 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import Mod
 
 MODULE = "nvidia"
 DEFAULT_FILENAME = "zz-gpufleet-nvidia.conf"
-NAME_RE = re.compile(r"^NVreg_[A-Za-z0-9_]+$")
-FILENAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}\.conf$")
+NAME_RE = re.compile(r"^NVreg_[A-Za-z0-9_]+\Z")
+FILENAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}\.conf\Z")
 UINT_MAX = 0xFFFFFFFF
 HEADER = ("# Managed by Ansible (gpufleet.tuning.nvidia_driver_options): NVIDIA driver options.\n"
           "# They take effect when the nvidia module next loads (a reboot); local edits are overwritten.\n")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 LINK_TYPES = ("nvlink", "pcie", "unknown")
-_BDF_RE = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+_BDF_RE = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\Z")
 
 # (matrix key, title, format) for the text report, in print order.
 MATRICES = (

@@ -37,8 +37,8 @@ DEFAULT_VENDOR = "0x10de"
 DEFAULT_CLASSES = ("0x0300", "0x0302")
 DIFF_HEADER = "PCIe Max Read Request Size"
 
-_VENDOR_RE = re.compile(r"^0x[0-9a-f]{4}$")
-_CLASS_RE = re.compile(r"^0x[0-9a-f]{4}(?:[0-9a-f]{2})?$")
+_VENDOR_RE = re.compile(r"^0x[0-9a-f]{4}\Z")
+_CLASS_RE = re.compile(r"^0x[0-9a-f]{4}(?:[0-9a-f]{2})?\Z")
 
 
 class PcieError(ModuleFailure):

@@ -20,7 +20,7 @@ PROC_SYS = "/proc/sys"
 # One dotted component: what kernel sysctl names use (interface names included). No '/',
 # no empty component (so no '..'), no whitespace.
 _COMPONENT = r"[A-Za-z0-9_][A-Za-z0-9_\-:+@]*"
-_KEY_RE = re.compile(r"^%s(\.%s)+$" % (_COMPONENT, _COMPONENT))
+_KEY_RE = re.compile(r"^%s(\.%s)+\Z" % (_COMPONENT, _COMPONENT))
 
 # errno 524 is the kernel-internal ENOTSUPP, which leaks to userspace from some handlers
 # (kernel.nmi_watchdog without a PMU, for one); Python's errno module does not name it.

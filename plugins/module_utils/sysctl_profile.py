@@ -23,7 +23,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 STATE_DIR = "/var/lib/gpufleet-tuning/sysctl"
 
 
