@@ -18,10 +18,21 @@ that appends is layered on top and left alone. Only the base's value text is rew
 other byte of its file stays as it was. A base that uses other expansions (``$(...)``,
 ```...```, ``${VAR:-x}``, other variables) cannot be rewritten without changing its meaning and
 is reported as not editable.
+
+The files are read as shell, not line by line: a small tokenizer (quotes, escapes, comments,
+operators, the keywords of compound commands) finds the assignments wherever the shell would
+(``A=1; GRUB_CMDLINE_LINUX="..."`` on one line, two assignments in one command, ``export``),
+and ``problems`` lists what could set either variable in a way this module does not evaluate:
+an assignment inside ``if``/``case``/a loop/braces/a subshell or after ``&&``/``||`` that
+replaces the value, an environment prefix (``GRUB_CMDLINE_LINUX=x cmd`` sets nothing),
+``unset``, ``+=``, ``readonly``, ``eval``, ``.``/``source`` of another file, a here-document,
+a function, unbalanced keywords. The caller refuses to edit while there are problems (an edit
+could be overridden without anyone noticing), and only warns when nothing needs to change.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 
@@ -29,7 +40,6 @@ LINUX = "GRUB_CMDLINE_LINUX"
 DEFAULT = "GRUB_CMDLINE_LINUX_DEFAULT"
 VARIABLES = (LINUX, DEFAULT)
 
-_ASSIGN_RE = re.compile(r"^[ \t]*(?:export[ \t]+)?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=", re.M)
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD_END = " \t\n;&|<>()"
 _DQ_SPECIAL = '\\"$`'
@@ -56,6 +66,7 @@ class Assignment(object):
         self.complex = complex_
         self.style = style
         self.line = line
+        self.conditional = False
 
     @property
     def self_referencing(self):
@@ -177,22 +188,210 @@ def parse_word(text, pos):
     return parts, pos, complex_, style
 
 
-def parse_file(path, text):
-    """Every assignment of GRUB_CMDLINE_LINUX / _DEFAULT in ``text``, in file order."""
-    found = []
+_ASSIGN_WORD_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
+_MENTION_RE = re.compile(r"GRUB_CMDLINE_LINUX(?:_DEFAULT)?(?![A-Za-z0-9_])")
+# What may follow ``${NAME`` in an expansion that only reads the variable.
+_READ_EXPANSION_RE = re.compile(r"\}|:?[-+]|#|%")
+_OPERATORS = (";;", "&&", "||", "<<-", "<<", ">>", "<&", ">&", "<>", ">|", ";", "&", "|", "(", ")", "<", ">")
+_OPENERS = ("if", "while", "until", "for", "case", "select")
+_CLOSERS = {"fi": ("if",), "done": ("while", "until", "for", "select"), "esac": ("case",), "}": ("{",)}
+_NEUTRAL = ("then", "else", "elif", "do", "!", "in")
+_DECLARE = ("readonly", "local", "declare", "typeset")
+_SOURCE = (".", "source", "eval")
+_EARLY_END = ("return", "exit")
+
+
+class _Word(object):
+    __slots__ = ("text", "start", "end", "line")
+
+    def __init__(self, text, start, end, line):
+        self.text = text
+        self.start = start
+        self.end = end
+        self.line = line
+
+
+def _tokens(path, text):
+    """The shell tokens of ``text``: ("word", _Word) and ("op", operator, line) pairs.
+
+    Comments and blanks are dropped; a newline is the operator "\n". Words are delimited
+    with parse_word, so quotes, escapes and ``$(...)`` are one word as the shell reads them.
+    """
+    out = []
     pos = 0
-    while True:
-        match = _ASSIGN_RE.search(text, pos)
-        if not match:
-            return found
-        start = match.end()
-        line = text.count("\n", 0, match.start()) + 1
-        try:
+    n = len(text)
+    while pos < n:
+        char = text[pos]
+        if char in " \t":
+            pos += 1
+            continue
+        if char == "\\" and text[pos + 1:pos + 2] == "\n":
+            pos += 2
+            continue
+        line = text.count("\n", 0, pos) + 1
+        if char == "\n":
+            out.append(("op", "\n", line))
+            pos += 1
+            continue
+        if char == "#":
+            end = text.find("\n", pos)
+            pos = n if end < 0 else end
+            continue
+        for op in _OPERATORS:
+            if text.startswith(op, pos):
+                out.append(("op", op, line))
+                pos += len(op)
+                break
+        else:
+            try:
+                _parts, end, _complex, _style = parse_word(text, pos)
+            except GrubError as exc:
+                match = _ASSIGN_WORD_RE.match(text, pos)
+                what = match.group(1) if match else repr(text[pos:pos + 40].partition("\n")[0])
+                raise GrubError("%s line %d: cannot parse %s: %s" % (path, line, what, exc))
+            if end <= pos:  # a lone character parse_word does not take: keep going
+                end = pos + 1
+            out.append(("word", _Word(text[pos:end], pos, end, line)))
+            pos = end
+    return out
+
+
+def _commands(tokens):
+    """Group tokens into simple commands: (words, operator before, operator after)."""
+    commands = []
+    words = []
+    before = "\n"
+    for token in tokens:
+        if token[0] == "word":
+            words.append(token[1])
+            continue
+        op = token[1]
+        commands.append((words, before, op, token[2]))
+        words = []
+        before = op
+    commands.append((words, before, "\n", None))
+    return commands
+
+
+def parse_file(path, text):
+    """Every assignment of GRUB_CMDLINE_LINUX / _DEFAULT in ``text``, in file order, and the
+    problems found: constructs that could set either variable in a way this parser does not
+    evaluate (a conditional or loop-bound assignment that replaces the value, an
+    environment prefix, ``unset``, ``+=``, ``eval``, sourcing another file, a here-document,
+    a function, unbalanced keywords). Returns (assignments, problems).
+
+    An assignment that builds on the variable's own value (a layer) inside ``if``/``case``
+    is kept, marked ``conditional``: editing the base under it stays right whether or not it
+    applies.
+    """
+    found = []
+    problems = []
+    tokens = _tokens(path, text)
+    stack = []
+    accounted = set()
+
+    def problem(line, what):
+        problems.append("%s line %d: %s" % (path, line, what))
+
+    for words, before, after, op_line in _commands(tokens):
+        index = 0
+        stop = False
+        while index < len(words):
+            word = words[index].text
+            if word in _OPENERS:
+                stack.append(word)
+                index += 1
+                if word in ("for", "case", "select"):
+                    stop = True  # the rest is a word list or the case subject, not a command
+                    break
+                continue
+            if word in _NEUTRAL:
+                index += 1
+                continue
+            if word == "{":
+                stack.append("{")
+                index += 1
+                continue
+            if word in _CLOSERS:
+                if stack and stack[-1] in _CLOSERS[word]:
+                    stack.pop()
+                else:
+                    problem(words[index].line, "%r does not close anything" % word)
+                index += 1
+                continue
+            if word == "function":
+                problem(words[index].line, "a shell function, which this module does not evaluate")
+                stop = True
+            break
+        rest = [] if stop else words[index:]
+        conditional = bool(stack) or before in ("&&", "||", "|") or after in ("&&", "||", "|", "&")
+        assigns = []
+        command = None
+        declare = None
+        for word in rest:
+            match = _ASSIGN_WORD_RE.match(word.text)
+            if command is None and declare is None and match:
+                assigns.append((word, match.group(1)))
+                continue
+            if command is None and declare is None and word.text in ("export",) + _DECLARE:
+                declare = word.text
+                continue
+            if declare is not None and match:
+                assigns.append((word, match.group(1)))
+                continue
+            if declare is not None:
+                if word.text in VARIABLES and declare == "export":
+                    accounted.add(word.start)
+                continue
+            command = word
+            break
+        if command is not None and command.text in _SOURCE:
+            problem(command.line, "%r runs or sources other shell code, which this module does not read"
+                    % command.text)
+        if command is not None and command.text in _EARLY_END:
+            problem(command.line, "%r can end the file early, so later assignments may not apply" % command.text)
+        for word, name in assigns:
+            if name not in VARIABLES:
+                continue
+            accounted.add(word.start)
+            where = "%s=" % name
+            if command is not None:
+                problem(word.line, "%s is set only for the command %r (an environment prefix), not as a "
+                                   "variable" % (where, command.text))
+                continue
+            if declare not in (None, "export"):
+                problem(word.line, "%s is set with %r, which this module does not evaluate" % (where, declare))
+                continue
+            start = word.start + len(name) + 1
             parts, end, complex_, style = parse_word(text, start)
-        except GrubError as exc:
-            raise GrubError("%s line %d: cannot parse %s: %s" % (path, line, match.group(1), exc))
-        found.append(Assignment(path, match.group(1), start, end, parts, complex_, style, line))
-        pos = max(end, match.end())
+            assign = Assignment(path, name, start, end, parts, complex_, style, word.line)
+            assign.conditional = conditional
+            if conditional and not assign.self_referencing:
+                problem(word.line, "%s is set conditionally (inside if/case/a loop/braces/a subshell/a function, "
+                                   "or after && or ||), so this module cannot tell which value GRUB gets" % name)
+                continue
+            found.append(assign)
+        for word in words:
+            for match in _MENTION_RE.finditer(word.text):
+                at = match.start()
+                if at == 0 and word.start in accounted:
+                    continue
+                if word.text[max(0, at - 1):at] == "$":
+                    continue  # $NAME: a read of the value
+                if word.text[max(0, at - 2):at] == "${" and _READ_EXPANSION_RE.match(word.text, match.end()):
+                    continue  # ${NAME}, ${NAME:-x}...: a read
+                problem(word.line, "%s is used in %r, which this module does not evaluate (unset, +=, read, "
+                                   "eval, ${%s:=...}, ...)" % (match.group(0), " ".join(w.text for w in words),
+                                                               match.group(0)))
+        if after in ("<<", "<<-"):
+            problem(op_line, "a here-document, which this module does not parse")
+        elif after == "(":
+            stack.append("(")
+        elif after == ")" and stack and stack[-1] == "(":
+            stack.pop()  # (a ')' while a case is open ends a case pattern)
+    if stack:
+        problem(text.count("\n") + 1, "unterminated %s" % ", ".join(repr(s) for s in stack))
+    return found, problems
 
 
 def quote(value, style):
@@ -214,35 +413,53 @@ class GrubConfig(object):
         self.texts = {}
         self.order = []
         self.assignments = []
+        self.problems = []
 
     def load(self, read_text):
-        """Read the files with ``read_text(path)`` (None for absent); raise GrubError when unusable."""
+        """Read the files with ``read_text(path)`` (None for absent); raise GrubError when unusable.
+
+        The drop-ins are what grub-mkconfig sources: every ``/etc/default/grub.d/*.cfg`` that
+        exists (``[ -e ]``: a symlink is followed, a dangling one skipped; no dot files, as the
+        shell glob leaves them out), in name order. An OSError from ``read_text`` or from
+        listing the directory (other than its absence) is passed on to the caller, which names
+        the path.
+        """
         main = read_text(self.main_path)
         if main is None:
             raise GrubError("%s does not exist" % self.main_path)
         texts = {self.main_path: main}
         order = [self.main_path]
-        try:
-            names = sorted(os.listdir(self.dropin_dir))
-        except OSError:
-            names = []
-        for name in names:
-            path = os.path.join(self.dropin_dir, name)
-            if not name.endswith(".cfg") or not os.path.isfile(path):
-                continue
+        for path in self.dropin_paths():
             text = read_text(path)
             if text is not None:
                 texts[path] = text
                 order.append(path)
         return self.parse(order, texts)
 
+    def dropin_paths(self):
+        """The grub.d files grub-mkconfig would source now, in order."""
+        try:
+            names = sorted(os.listdir(self.dropin_dir))
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return []
+            if exc.filename is None:
+                exc.filename = self.dropin_dir
+            raise
+        return [os.path.join(self.dropin_dir, name) for name in names
+                if name.endswith(".cfg") and not name.startswith(".")
+                and os.path.exists(os.path.join(self.dropin_dir, name))]
+
     def parse(self, order, texts):
         """Take the files' texts (in the order grub-mkconfig sources them) and parse them."""
         self.order = list(order)
         self.texts = dict(texts)
         self.assignments = []
+        self.problems = []
         for path in self.order:
-            self.assignments.extend(parse_file(path, self.texts[path]))
+            found, problems = parse_file(path, self.texts[path])
+            self.assignments.extend(found)
+            self.problems.extend(problems)
         return self
 
     def with_changes(self, new_texts):
@@ -301,6 +518,9 @@ class GrubConfig(object):
         for assign in self.assignments:
             if assign.complex:
                 notes.append("%s: %s uses shell expansions this module does not evaluate"
+                             % (assign.where(), assign.name))
+            if assign.conditional:
+                notes.append("%s: %s appends to itself only under a condition; read as if it applies"
                              % (assign.where(), assign.name))
             value = []
             for kind, text in assign.parts:

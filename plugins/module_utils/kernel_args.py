@@ -17,6 +17,32 @@ Each managed key is treated as single-valued: ensuring ``key=value`` removes the
 of that key and collapses duplicates. Keys the kernel reads as a list (several ``console=``,
 ``hugepagesz=``/``hugepages=`` pairs) would be damaged by that, so they are refused as
 ``present`` arguments; arguments the module does not manage are never touched.
+
+What an argument given to the module may hold (``parse_wanted``), and why: GRUB's
+grub-mkconfig puts GRUB_CMDLINE_LINUX and GRUB_CMDLINE_LINUX_DEFAULT *unquoted* onto the
+``linux`` line of grub.cfg, so GRUB's script lexer (grub-core/script/yylex.l) reads every
+argument at every boot: ``;``, ``&``, ``|``, ``<``, ``>``, ``{``, ``}`` and a newline end or
+redirect the ``linux`` command (``x=1;reboot`` runs ``reboot``, and grub-script-check accepts
+it), ``#`` at the start of a word comments out the rest of the line, and ``$``, ``\\``, ``'``
+and ``"`` expand, escape and quote. /etc/default/grub itself is shell, where ``(``, ``)`` and
+the backtick are special too, and GRUB and the shell both may expand ``*``, ``?``, ``[`` and
+``]`` to file names. So a name is letters, digits, ``_``, ``-`` and ``.``; a value is letters,
+digits and ``_ . - , : / = + @ % ^ ~ !``; anything else, and every byte outside printable
+ASCII, is refused: the kernel's isspace() (lib/ctype.c) also splits on byte 0xA0, so a
+non-breaking space (or any character whose UTF-8 form holds that byte) silently makes two
+arguments of one.
+
+The one quoted form accepted is a double-quoted value or argument, ``foo="a b"`` or
+``"foo=a b"``, with the same characters plus spaces inside. It survives GRUB: the lexer drops
+the quotes and passes ``foo=a b`` as one word, and grub_create_loader_cmdline()
+(grub-core/lib/cmdline.c) quotes a word holding a space again as ``"foo=a b"``, which the
+kernel's next_arg() reads as the parameter ``foo`` with the value ``a b`` -- the same
+argument (``Arg`` identifies both spellings alike).
+
+Arguments already in a configuration are not held to those rules (they are never rewritten),
+but ``hazard`` names the ones that would change how their neighbours are read -- an unbalanced
+quote that swallows the next argument, a GRUB separator that sends it to another command -- so
+a caller can refuse to add arguments next to them.
 """
 
 from __future__ import annotations
@@ -30,7 +56,26 @@ INIT_SEPARATOR = "--"
 MULTI_VALUED = frozenset(["console", "hugepagesz", "hugepages", "memmap", "ip", "crashkernel"])
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
-_WHITESPACE = " \t\n\r\v\f"
+# What the kernel's isspace() is true for (lib/ctype.c): \t \n \v \f \r, space, and 0xA0.
+_KERNEL_SPACE = frozenset(b" \t\n\v\f\r\xa0")
+_QUOTE = ord('"')
+
+NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+VALUE_CHARS = NAME_CHARS | frozenset(",:/=+@%^~!")
+ALLOWED_TEXT = "letters, digits and _ . - , : / = + @ % ^ ~ ! (spaces only inside double quotes, foo=\"a b\")"
+
+# Why a character is refused, by class (the message names the character and the entry).
+_GRUB_SEPARATORS = ";&|<>{}"
+_WHY = (
+    (_GRUB_SEPARATORS, "GRUB script metacharacters (; & | < > { }) end or redirect the 'linux' command, as "
+                       "grub-mkconfig writes the arguments unquoted onto grub.cfg's 'linux' line (after ';' GRUB "
+                       "runs the rest as a command at every boot)"),
+    ("#", "'#' starts a comment in GRUB's script and in the shell that reads /etc/default/grub"),
+    ("$`\\'", "single quotes, backslashes, '$' and backticks are expanded, escaped or quoted by GRUB's "
+              "script and by the shell that reads /etc/default/grub"),
+    ("()", "parentheses are shell metacharacters in /etc/default/grub"),
+    ("*?[]", "glob characters (* ? [ ]) may be expanded to file names by GRUB and by the shell"),
+)
 
 
 class ArgError(Exception):
@@ -41,25 +86,31 @@ def split(line):
     """Split a command line into raw argument strings, quotes kept, like the kernel does.
 
     Whitespace inside double quotes does not split; quotes may start anywhere in an argument.
+    The split is made on the UTF-8 bytes, with the kernel's isspace() (which includes 0xA0),
+    so a line holding a non-breaking space splits where the kernel splits it; a token cut
+    inside a character carries the stray byte as a surrogate (``surrogateescape``).
     """
+    if not line:
+        return []
+    data = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else bytes(line)
     tokens = []
     i = 0
-    n = len(line or "")
+    n = len(data)
     while i < n:
-        while i < n and line[i] in _WHITESPACE:
+        while i < n and data[i] in _KERNEL_SPACE:
             i += 1
         if i >= n:
             break
         start = i
         in_quote = False
         while i < n:
-            char = line[i]
-            if char in _WHITESPACE and not in_quote:
+            byte = data[i]
+            if byte in _KERNEL_SPACE and not in_quote:
                 break
-            if char == '"':
+            if byte == _QUOTE:
                 in_quote = not in_quote
             i += 1
-        tokens.append(line[start:i])
+        tokens.append(data[start:i].decode("utf-8", "surrogateescape"))
     return tokens
 
 
@@ -113,34 +164,114 @@ def kernel_part(tokens):
     return out
 
 
+def _char_name(char):
+    code = ord(char)
+    if 32 < code < 127:
+        return repr(char)
+    return "%r (U+%04X)" % (char, code)
+
+
+def _refused_char(char):
+    """Why ``char`` may not appear in an argument given to the module."""
+    code = ord(char)
+    if code > 126:
+        why = ("only printable ASCII is accepted: the kernel splits arguments on byte 0xA0 (non-breaking "
+               "space), and GRUB and the shell read other bytes their own way")
+    elif code < 32 or code == 127:
+        why = ("control characters (newline, tab, ...) are not allowed: GRUB runs what follows a newline "
+               "as a command and the kernel splits on whitespace")
+    else:
+        why = "this character is not accepted"
+        for chars, text in _WHY:
+            if char in chars:
+                why = text
+                break
+    return "holds %s: %s; an argument may hold only %s" % (_char_name(char), why, ALLOWED_TEXT)
+
+
+def check_syntax(text):
+    """Why ``text`` is not an argument the module may write, or None when it is.
+
+    Accepted: ``key``, ``key=value``, ``key="value"`` and ``"key=value"`` (a space only inside
+    the double quotes), with the characters in NAME_CHARS / VALUE_CHARS (see the module doc).
+    """
+    if not isinstance(text, str) or not text.strip():
+        return "give a non-empty string such as iommu=pt"
+    for char in text:
+        if char not in VALUE_CHARS and char not in ' "':
+            return _refused_char(char)
+    if text == INIT_SEPARATOR:
+        return "'--' separates init's arguments and is not managed"
+    if text.count('"') % 2:
+        return "unbalanced double quote"
+    one = "one argument per entry (a value with spaces must be quoted, as in foo=\"a b\")"
+    if split(text) != [text]:
+        return one
+    whole = len(text) >= 2 and text.startswith('"') and text.endswith('"')
+    body = text[1:-1] if whole else text
+    name, _eq, value = body.partition("=")
+    if not _KEY_RE.match(name):
+        return "the parameter name %r must be letters, digits, '_', '-' and '.'" % name
+    quoted = whole
+    if not whole and len(value) >= 2 and value.startswith('"') and value.endswith('"'):
+        value = value[1:-1]
+        quoted = True
+    if '"' in value:
+        return "a double quote may only enclose the whole value (foo=\"a b\") or the whole argument"
+    if " " in value and not quoted:
+        return one
+    return None
+
+
 def parse_wanted(text, what):
     """Validate one argument given to the module; return its Arg or raise ArgError.
 
-    ``what`` is ``present`` or ``absent`` (for the message). Accepted: ``key`` or
-    ``key=value``; a value may hold spaces only inside double quotes.
+    ``what`` is ``present`` or ``absent`` (for the message). See check_syntax.
     """
-    if not isinstance(text, str) or not text.strip():
-        raise ArgError("%s entry %r is not valid: give a non-empty string such as iommu=pt" % (what, text))
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
-        raise ArgError("%s entry %r is not valid: control characters (newline, tab) are not allowed" % (what, text))
-    if text.count('"') % 2:
-        raise ArgError("%s entry %r is not valid: unbalanced double quote" % (what, text))
-    tokens = split(text)
-    if tokens != [text]:
-        raise ArgError("%s entry %r is not valid: one argument per entry (a value with spaces must "
-                       "be quoted, as in foo=\"a b\")" % (what, text))
-    if text == INIT_SEPARATOR:
-        raise ArgError("%s entry '--' is not valid: it separates init's arguments and is not managed" % what)
-    if "'" in text or "\\" in text or "$" in text or "`" in text:
-        raise ArgError("%s entry %r is not valid: single quotes, backslashes, '$' and backticks are "
-                       "refused (boot loader configuration files are shell or grub script)" % (what, text))
-    arg = Arg(text)
-    if not _KEY_RE.match(arg.name):
-        raise ArgError("%s entry %r is not valid: the parameter name %r must be letters, digits, '_', '-' "
-                       "and '.'" % (what, text, arg.name))
-    if arg.value is not None and '"' in arg.value:
-        raise ArgError("%s entry %r is not valid: a double quote may only enclose the whole value" % (what, text))
-    return arg
+    why = check_syntax(text)
+    if why is not None:
+        raise ArgError("%s entry %r is not valid: %s" % (what, text, why))
+    return Arg(text)
+
+
+def hazard(token, grub=True):
+    """Why an argument already in a configuration would change how its neighbours are read.
+
+    Returns None for a token that is safe to keep next to arguments this module adds. Looked
+    for: bytes outside printable ASCII (the kernel's split on 0xA0 differs from what the file
+    shows), an unbalanced double quote (it takes in the arguments after it), and with ``grub``
+    what GRUB's lexer reads outside double quotes as a separator, redirection, comment, escape,
+    single quote or expansion (inside double quotes only ``$`` and ``\\`` are special there).
+    """
+    for char in token:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:
+            return ("holds the byte 0x%02X left of a character that the kernel's split at byte 0xA0 cut in "
+                    "two: it does not read this argument as the file shows it" % (code - 0xDC00))
+        if code > 126 or code < 32 or code == 127:
+            return ("holds %s: the kernel splits on byte 0xA0 and on control characters, so it does not "
+                    "read this argument as the file shows it" % _char_name(char))
+    if token.count('"') % 2:
+        return "has an unbalanced double quote, which takes in the arguments after it"
+    if not grub:
+        return None
+    in_quote = False
+    for index, char in enumerate(token):
+        if char == '"':
+            in_quote = not in_quote
+            continue
+        if in_quote:
+            if char in "$\\":
+                return "holds %r inside double quotes, which GRUB's script expands or escapes" % char
+            continue
+        if char in _GRUB_SEPARATORS:
+            return ("holds %r, which GRUB's script reads as a command separator or redirection: the "
+                    "arguments after it would not reach the kernel" % char)
+        if char == "#" and index == 0:
+            return "starts with '#': GRUB reads the rest of the 'linux' line as a comment"
+        if char in "$\\'":
+            return "holds %r, which GRUB's script expands, escapes or quotes" % char
+    return None
 
 
 def parse_wanted_lists(present, absent):

@@ -21,8 +21,15 @@ description:
     from C(GRUB_CMDLINE_LINUX). Shell quoting (double, single, none) is kept; every other byte
     of the file is left as it was. Then C(update-grub) runs (or C(grub-mkconfig -o
     /boot/grub/grub.cfg), or C(proxmox-boot-tool refresh) where that tool manages the ESPs)."
-  - "Proxmox systemd-boot (ZFS on UEFI): the first line of C(/etc/kernel/cmdline), then
-    C(proxmox-boot-tool refresh)."
+  - "Proxmox systemd-boot (ZFS on UEFI without Secure Boot): the first line of C(/etc/kernel/cmdline),
+    then C(proxmox-boot-tool refresh)."
+  - "Which one the next boot reads is decided from how the node boots, not from which files exist
+    (a Proxmox VE install on ZFS always has C(/etc/kernel/cmdline)): C(/sys/firmware/efi)
+    (legacy BIOS always boots through GRUB), the C(LoaderInfo) EFI variable that systemd-boot
+    sets at every boot, the C(SecureBoot) EFI variable (with Secure Boot on, Proxmox boots
+    through shim and GRUB), and the ESPs C(proxmox-boot-tool) keeps in sync
+    (C(/etc/kernel/proxmox-boot-uuids), one vfat UUID per line). RV(bootloader_reason) says
+    why; RV(boot_mode) and RV(secure_boot) give the facts."
   - Arguments are read the way the kernel reads them. A value may hold spaces inside double
     quotes (V(foo="a b")). Parameter names compare with C(-) and C(_) as equal. Everything
     after a bare C(--) is passed to init and is never changed; new arguments go before it.
@@ -34,8 +41,20 @@ description:
     break the firmware boot (FSP) of NVIDIA Blackwell GPUs until the next reboot, so it is
     refused when such a GPU is present. The architecture comes from the PCI device ID blocks
     NVIDIA's gpu-admin-tools assign to each chip; Hopper (H100, H200) is not affected.
-  - Files are written atomically and read back before the refresh command runs; if the
-    refresh fails, the files are restored and the command is run again on them.
+  - "Refuses to add arguments next to ones already configured that would change how they are
+    read (a GRUB separator such as C(;), an unbalanced double quote, a non-ASCII or control
+    character), and to edit a GRUB configuration that sets the command line in a way it does
+    not evaluate (inside C(if)/C(case)/a loop, after C(&&), C(unset), C(+=), C(eval), sourcing
+    another file); the message names the argument or the file and line."
+  - "Refuses a change that would make the configured line longer than the kernel keeps:
+    COMMAND_LINE_SIZE (2048 bytes on x86, 4096 on arm64, 2048 assumed elsewhere) less its
+    terminating NUL and what the boot loader adds (C(BOOT_IMAGE=), C(root=), C(ro), C(initrd=)):
+    the larger of 256 bytes and what those take in the running C(/proc/cmdline)."
+  - Right before writing, the files are read again; if another writer changed one since this
+    module read it, the task fails and nothing is written. Files are written atomically (a
+    symlinked C(/etc/default/grub) stays a link, its target is edited) and read back before
+    the refresh command runs; if the refresh fails, the files are restored exactly (bytes,
+    mode, owner) and the command is run again on them.
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -53,9 +72,18 @@ options:
   present:
     description:
       - Arguments that must be in the command line, as V(key) or V(key=value).
-      - A value with spaces must be double-quoted (V(foo="a b")). Single quotes, backslashes,
-        C($) and backticks are refused, and so are keys the kernel reads as a list
-        (C(console), C(hugepagesz), C(hugepages), C(memmap), C(ip), C(crashkernel)).
+      - A name is letters, digits, C(_), C(-) and C(.); a value is letters, digits and the
+        characters C(_.-,:/=+@%^~!). A value with spaces must be double-quoted (V(foo="a b")),
+        or the whole argument (V("foo=a b")); GRUB passes both on as the same argument.
+      - Everything else is refused, naming the entry and the character. That is GRUB script and
+        shell metacharacters (semicolon, ampersand, pipe, angle brackets, braces, hash, dollar,
+        backtick, backslash, single quote, parentheses), glob characters (asterisk, question
+        mark, square brackets), control characters and every character outside printable ASCII
+        (the kernel also splits on byte 0xA0, a non-breaking space). grub-mkconfig writes the
+        arguments unquoted onto GRUB's C(linux) line, where V(x=1;reboot) would run C(reboot)
+        at every boot.
+      - Keys the kernel reads as a list are refused (C(console), C(hugepagesz), C(hugepages),
+        C(memmap), C(ip), C(crashkernel)).
     type: list
     elements: str
     default: []
@@ -63,6 +91,7 @@ options:
     description:
       - Arguments that must not be in the command line. V(key) removes every value of the key;
         V(key=value) removes only that exact argument.
+      - The same syntax as O(present) is required.
     type: list
     elements: str
     default: []
@@ -71,15 +100,24 @@ options:
       - Extra present arguments per CPU vendor, keyed by the C(vendor_id) of C(/proc/cpuinfo)
         (V(AuthenticAMD), V(GenuineIntel)). Only the list of this machine's vendor is used.
       - A key that O(present) also sets is taken from O(present).
+      - Every list is checked with the syntax of O(present), whichever vendor it is for.
     type: dict
     default: {}
   bootloader:
     description:
-      - V(auto) uses systemd-boot when C(proxmox-boot-tool) is installed, C(/etc/kernel/proxmox-boot-uuids)
-        is not empty and C(/etc/kernel/cmdline) exists; otherwise GRUB when C(/etc/default/grub)
-        exists; otherwise the module does nothing and returns C(skipped=true) (a container, or
-        a boot loader this module does not handle).
-      - V(grub) and V(systemd-boot) force the choice and fail when its file is missing.
+      - V(auto) follows how the node boots. With C(proxmox-boot-tool) installed, ESPs listed in
+        C(/etc/kernel/proxmox-boot-uuids) and C(/etc/kernel/cmdline) present, it uses
+        systemd-boot when the node booted through systemd-boot (C(LoaderInfo)), or when it
+        booted in UEFI mode and no EFI variable can be read (proxmox-boot-tool's own default);
+        GRUB when it booted in legacy BIOS mode, with Secure Boot on, through another loader,
+        or without the C(LoaderInfo) variable systemd-boot always sets. Otherwise GRUB when
+        C(/etc/default/grub) exists. The module does nothing and returns C(skipped=true) when
+        neither applies (a container), or when the node boots through systemd-boot without
+        proxmox-boot-tool (systemd's kernel-install is not handled).
+      - V(grub) and V(systemd-boot) force the choice; they fail, naming the reason, when the file
+        is missing or the node evidently boots through the other one (V(systemd-boot) also
+        needs proxmox-boot-tool managing ESPs), as a file the boot does not read would never
+        take effect.
     type: str
     choices: [auto, grub, systemd-boot]
     default: auto
@@ -138,10 +176,27 @@ EXAMPLES = r"""
 
 RETURN = r"""
 bootloader:
-  description: The boot loader configuration used (null when none was found).
+  description: The boot loader configuration used, grub or systemd-boot (null when none is edited; RV(msg) says why).
   returned: always
   type: str
   sample: grub
+boot_mode:
+  description: How this boot started, uefi (C(/sys/firmware/efi) exists) or legacy (BIOS).
+  returned: always
+  type: str
+  sample: uefi
+secure_boot:
+  description: Secure Boot state from the C(SecureBoot) EFI variable; null when it cannot be read (and on legacy BIOS).
+  returned: always
+  type: bool
+  sample: false
+bootloader_reason:
+  description: Why RV(bootloader) was chosen (or forced), with the evidence read and the ESPs proxmox-boot-tool keeps in sync.
+  returned: always
+  type: str
+  sample: "legacy BIOS boot (/sys/firmware/efi does not exist), and systemd-boot needs UEFI; proxmox-boot-tool
+    keeps ESP 1234-ABCD in sync (/etc/kernel/proxmox-boot-uuids): it refreshes GRUB from /etc/default/grub, and
+    /etc/kernel/cmdline is not used"
 config_path:
   description: The file that holds the edited command line (for GRUB, the one that sets GRUB_CMDLINE_LINUX_DEFAULT).
   returned: when a boot loader configuration was found
@@ -170,7 +225,8 @@ running:
   type: str
   sample: BOOT_IMAGE=/boot/vmlinuz-6.8.12-4-pve root=/dev/mapper/pve-root ro quiet
 reboot_required:
-  description: True when the configured command line and the running one disagree on a managed argument.
+  description: True when the configured command line (of the file this node boots with) and the running one
+    disagree on a managed argument.
   returned: always
   type: bool
 pending:
@@ -225,12 +281,13 @@ refresh_command:
   elements: str
   sample: ["/usr/sbin/update-grub"]
 skipped:
-  description: True only when no boot loader configuration was found; RV(msg) says why.
-  returned: when no boot loader configuration was found
+  description: True only when there is no configuration to edit (none found, or a systemd-boot boot without
+    proxmox-boot-tool); RV(msg) says why.
+  returned: when there is no configuration to edit
   type: bool
 msg:
-  description: Why nothing was done, when no boot loader configuration was found.
-  returned: when no boot loader configuration was found
+  description: Why nothing was done, when there is no configuration to edit.
+  returned: when there is no configuration to edit
   type: str
   sample: "no boot loader configuration found (neither /etc/default/grub nor a proxmox-boot-tool managed /etc/kernel/cmdline): ..."
 """

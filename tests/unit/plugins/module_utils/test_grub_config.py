@@ -147,3 +147,115 @@ def test_unparsable_file_names_the_line(tmp_path):
 def test_missing_main_file(tmp_path):
     with pytest.raises(gc.GrubError, match="does not exist"):
         gc.GrubConfig(str(tmp_path / "etc")).load(fileops.read_text)
+
+
+# --- read as shell: every assignment where the shell would see it, and what is not evaluated --
+
+def test_assignments_found_the_way_the_shell_sees_them():
+    text = ('GRUB_TIMEOUT=5; GRUB_CMDLINE_LINUX_DEFAULT="a"\n'
+            'X=1 GRUB_CMDLINE_LINUX_DEFAULT=\'b\' GRUB_CMDLINE_LINUX=c # GRUB_CMDLINE_LINUX=comment\n'
+            'export GRUB_CMDLINE_LINUX_DEFAULT GRUB_CMDLINE_LINUX\n'
+            'Y="GRUB_CMDLINE_LINUX=not an assignment is flagged below"\n')
+    found, problems = gc.parse_file("F", text)
+    assert [(a.name, a.literal_text(), a.line) for a in found] == [
+        (gc.DEFAULT, "a", 1), (gc.DEFAULT, "b", 2), (gc.LINUX, "c", 2)]
+    assert problems == ["F line 4: GRUB_CMDLINE_LINUX is used in 'Y=\"GRUB_CMDLINE_LINUX=not an assignment is "
+                        "flagged below\"', which this module does not evaluate (unset, +=, read, eval, "
+                        "${GRUB_CMDLINE_LINUX:=...}, ...)"]
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ('if [ -e /x ]; then\n  GRUB_CMDLINE_LINUX_DEFAULT="a"\nfi\n', "line 2: GRUB_CMDLINE_LINUX_DEFAULT is set conditionally"),
+    ('if true; then GRUB_CMDLINE_LINUX="a"; fi\n', "line 1: GRUB_CMDLINE_LINUX is set conditionally"),
+    ('[ -e /x ] || GRUB_CMDLINE_LINUX="a"\n', "set conditionally"),
+    ('GRUB_CMDLINE_LINUX="a" &\n', "set conditionally"),
+    ('for i in 1; do GRUB_CMDLINE_LINUX="a"; done\n', "set conditionally"),
+    ('while false; do\nGRUB_CMDLINE_LINUX="a"\ndone\n', "line 2: GRUB_CMDLINE_LINUX is set conditionally"),
+    ('case $x in\n a) GRUB_CMDLINE_LINUX="z" ;;\nesac\n', "line 2: GRUB_CMDLINE_LINUX is set conditionally"),
+    ('( GRUB_CMDLINE_LINUX="z" )\n', "set conditionally"),
+    ('{ GRUB_CMDLINE_LINUX="z"; }\n', "set conditionally"),
+    ('f() {\n GRUB_CMDLINE_LINUX="z"\n}\n', "line 2: GRUB_CMDLINE_LINUX is set conditionally"),
+    ('function f { :; }\n', "a shell function"),
+    ('GRUB_CMDLINE_LINUX="z" update-grub\n', "environment prefix"),
+    ('unset GRUB_CMDLINE_LINUX\n', "'unset GRUB_CMDLINE_LINUX'"),
+    ('GRUB_CMDLINE_LINUX+=" z"\n', "+="),
+    ('read GRUB_CMDLINE_LINUX < /x\n', "'read GRUB_CMDLINE_LINUX'"),
+    ('eval "GRUB_CMDLINE_LINUX=z"\n', "runs or sources other shell code"),
+    ('. /etc/default/grub.local\n', "runs or sources other shell code"),
+    ('source /x\n', "runs or sources other shell code"),
+    ('X=1 eval "$Y"\n', "runs or sources other shell code"),
+    ('[ -e /x ] && return\n', "'return' can end the file early"),
+    ('readonly GRUB_CMDLINE_LINUX=z\n', "'readonly'"),
+    ('X=${GRUB_CMDLINE_LINUX:=z}\n', "${GRUB_CMDLINE_LINUX:=...}"),
+    ('cat <<EOF\nGRUB_CMDLINE_LINUX=z\nEOF\n', "here-document"),
+    ('if true; then\nX=1\n', "unterminated 'if'"),
+    ('fi\n', "'fi' does not close anything"),
+])
+def test_constructs_not_evaluated_are_problems(text, fragment):
+    _found, problems = gc.parse_file("F", text)
+    assert any(fragment in p for p in problems), problems
+
+
+@pytest.mark.parametrize("text", [
+    'X="$GRUB_CMDLINE_LINUX ${GRUB_CMDLINE_LINUX_DEFAULT} ${GRUB_CMDLINE_LINUX:-none} ${GRUB_CMDLINE_LINUX#x}"\n',
+    'if [ -n "$GRUB_CMDLINE_LINUX" ]; then X=1; fi\n',
+    'if true; then GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT init=/x"; fi\n',
+    'export GRUB_CMDLINE_LINUX_DEFAULT="q"\n',
+    'GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`\n',
+    'X="$(echo a=b | cut -d= -f1)"\n',
+])
+def test_reads_and_conditional_layers_are_not_problems(text):
+    assert gc.parse_file("F", text)[1] == []
+
+
+def test_conditional_layer_is_read_and_noted(tmp_path):
+    config = load(tmp_path, {
+        "etc/default/grub": DEBIAN,
+        "etc/default/grub.d/init-select.cfg":
+            'if [ -x /x ]; then GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT init=/x"; fi\n',
+    })
+    assert config.problems == [] and config.base(gc.DEFAULT).path == config.main_path
+    line, notes = config.effective_line()
+    assert line == "quiet init=/x" and any("only under a condition" in n for n in notes)
+
+
+def test_dropins_are_what_grub_mkconfig_sources(tmp_path):
+    import os
+    write_tree(tmp_path, {
+        "etc/default/grub": DEBIAN,
+        "etc/default/grub.d/10-a.cfg": "GRUB_TIMEOUT=1\n",
+        "etc/default/grub.d/.hidden.cfg": "GRUB_TIMEOUT=2\n",
+        "etc/default/grub.d/20-b.cfg.dpkg-old": "GRUB_TIMEOUT=3\n",
+        "etc/default/grub.d/30-dir.cfg": None,
+        "srv/40-link.cfg": "GRUB_TIMEOUT=4\n",
+    })
+    base = str(tmp_path / "etc/default/grub.d")
+    os.symlink("../../../srv/40-link.cfg", base + "/40-link.cfg")
+    os.symlink("../../../srv/missing.cfg", base + "/50-dangling.cfg")
+    names = [p.rsplit("/", 1)[1] for p in gc.GrubConfig(str(tmp_path / "etc")).dropin_paths()]
+    # [ -e ] is true for a directory: grub-mkconfig would try to source it, so it is listed
+    # (and reading it fails, naming it); a dangling link and dot files are left out
+    assert names == ["10-a.cfg", "30-dir.cfg", "40-link.cfg"]
+    with pytest.raises(OSError) as exc:
+        gc.GrubConfig(str(tmp_path / "etc")).load(fileops.read_text)
+    assert exc.value.filename == base + "/30-dir.cfg"
+
+
+def test_unlistable_dropin_dir_is_an_error_not_an_empty_list(tmp_path, monkeypatch):
+    import errno
+    import os
+    write_tree(tmp_path, {"etc/default/grub": DEBIAN, "etc/default/grub.d": None})
+
+    def listdir(path):
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(gc.os, "listdir", listdir)
+    with pytest.raises(OSError) as exc:
+        gc.GrubConfig(str(tmp_path / "etc")).load(fileops.read_text)
+    assert exc.value.filename == str(tmp_path / "etc/default/grub.d")
+
+    def gone(_path):
+        raise OSError(errno.ENOENT, "gone")
+
+    monkeypatch.setattr(gc.os, "listdir", gone)
+    assert gc.GrubConfig(str(tmp_path / "etc")).load(fileops.read_text).order == [str(tmp_path / "etc/default/grub")]
+    assert os.path.isdir(str(tmp_path / "etc/default/grub.d"))

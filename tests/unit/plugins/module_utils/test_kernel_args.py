@@ -40,6 +40,33 @@ def test_arg_identity_like_the_kernel(raw, key, value):
     ("foo=$x", "'$'"),
     ("=x", "parameter name"),
     ('foo=a"b"c', "double quote may only enclose"),
+    ('foo="a" b', "one argument per entry"),
+    ('"foo"=a', "parameter name"),
+    ('""', "parameter name"),
+    ("x=1;reboot", "holds ';': GRUB script metacharacters"),
+    ("x=1&reboot", "holds '&': GRUB script metacharacters"),
+    ("x=1|y", "holds '|'"),
+    ("x=1>y", "holds '>'"),
+    ("x=1<y", "holds '<'"),
+    ("x={y}", "holds '{'"),
+    ("}", "holds '}'"),
+    ("#x", "'#' starts a comment"),
+    ("x=`y`", "holds '`'"),
+    ("x=\\y", "backslashes"),
+    ("x=(y)", "parentheses"),
+    ("x=*", "glob characters"),
+    ("x=a?", "glob characters"),
+    ("x=[a]", "glob characters"),
+    ('x="a;b"', "holds ';'"),
+    ('x="$y z"', "holds '$'"),
+    ("x=a\tb", "'\\t' (U+0009): control characters"),
+    ("x=a\rb", "(U+000D)"),
+    ("x=a\x00b", "(U+0000)"),
+    ("x=a\x7fb", "(U+007F)"),
+    ("x=a\xa0b", "(U+00A0): only printable ASCII"),
+    ("x=\u00e0", "(U+00E0): only printable ASCII"),
+    ("x=\u2003", "(U+2003)"),
+    ("x=\u200b", "(U+200B)"),
 ])
 def test_parse_wanted_rejects_with_the_reason(text, fragment):
     with pytest.raises(ka.ArgError) as exc:
@@ -168,3 +195,58 @@ def test_unsatisfied_and_describe():
 ])
 def test_forces_identity_iommu(raw, harmful):
     assert ka.forces_identity_iommu(ka.Arg(raw)) is harmful
+
+
+@pytest.mark.parametrize("text", [
+    "quiet", "quiet=", "iommu=pt", 'foo="a b"', '"foo=a b"', '"quiet"', 'foo=""', "root=ZFS=rpool/ROOT/pve-1",
+    "console=ttyS0,115200n8", "video=HDMI-A-1:1920x1080@60", "dyndbg=+p", "acpi_osi=!", 'acpi_osi="!Windows 2015"',
+    "isolcpus=1-3,5", "amdgpu.ppfeaturemask=0xffffffff", "x=a%b^c~d", "x=" + "a" * 3000,
+])
+def test_parse_wanted_accepts(text):
+    assert ka.parse_wanted(text, "present").raw == text
+
+
+def test_every_refused_character_is_named_for_present_and_absent():
+    for code in list(range(0, 128)) + [0xA0, 0xE0, 0x2028, 0xFEFF]:
+        char = chr(code)
+        text = "x=a%sb" % char
+        if char in ka.VALUE_CHARS or char == " ":
+            continue
+        for what in ("present", "absent"):
+            with pytest.raises(ka.ArgError) as exc:
+                ka.parse_wanted_lists([text], []) if what == "present" else ka.parse_wanted_lists([], [text])
+            assert ("%s entry %r is not valid" % (what, text)) in str(exc.value), (code, str(exc.value))
+
+
+def test_split_uses_the_kernels_isspace_on_bytes():
+    # lib/ctype.c: \t \n \v \f \r, space and 0xA0 are spaces; U+00A0 is C2 A0 in UTF-8 and U+00E0
+    # (a grave) is C3 A0, so the kernel cuts both, leaving the first byte (a surrogate here)
+    assert ka.split("a\xa0b") == ["a\udcc2", "b"]
+    assert ka.split("caf\u00e0 x") == ["caf\udcc3", "x"]
+    assert ka.split('x="a\xa0b" y') == ['x="a\xa0b"', "y"]  # inside quotes it does not split
+    assert ka.split("a\x0bb\x0cc\rd") == ["a", "b", "c", "d"]
+    assert ka.split("a\x1cb") == ["a\x1cb"]  # not a space to the kernel
+
+
+@pytest.mark.parametrize("token, grub, fragment", [
+    ("quiet", True, None),
+    ('foo="a b"', True, None),
+    ('foo="a;b"', True, None),  # quoted: GRUB reads ';' literally there
+    ("a#b", True, None),
+    ("x;y", True, "command separator"),
+    ("x&", True, "command separator"),
+    ("}", True, "command separator"),
+    ("#x", True, "comment"),
+    ("x=$y", True, "expands"),
+    ('x="$y"', True, "inside double quotes"),
+    ("x=a\\", True, "escapes"),
+    ("x='a", True, "quotes"),
+    ('foo="a', True, "unbalanced double quote"),
+    ('foo="a', False, "unbalanced double quote"),
+    ("x;y", False, None),  # /etc/kernel/cmdline is not GRUB script
+    ("x=a\xa0b", False, "U+00A0"),
+    ("x=a\udcc2", True, "byte 0xC2"),
+])
+def test_hazard(token, grub, fragment):
+    why = ka.hazard(token, grub=grub)
+    assert (why is None) if fragment is None else (fragment in why), why

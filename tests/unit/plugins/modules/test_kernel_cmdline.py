@@ -4,7 +4,7 @@ import os
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import boot_cmdline as bc
 from ansible_collections.gpufleet.tuning.plugins.modules import kernel_cmdline
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, run_module, write_tree
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, run_module, snapshot, write_tree
 
 GRUB = 'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX=""\n'
 
@@ -90,3 +90,36 @@ def test_argspec_rejects_bad_choice(tmp_path, monkeypatch, capsys):
     _fake(tmp_path, monkeypatch)
     failed, result = run_module(kernel_cmdline, {"present": ["iommu=pt"], "bootloader": "lilo"}, capsys)
     assert failed and "bootloader" in result["msg"] and "lilo" in result["msg"]
+
+
+def test_boot_breaking_argument_fails_naming_it(tmp_path, monkeypatch, capsys):
+    log = _fake(tmp_path, monkeypatch)
+    before = snapshot(tmp_path)
+    failed, result = run_module(kernel_cmdline, {"present": ["iommu=pt", "x=1;reboot"]}, capsys)
+    assert failed and "present entry 'x=1;reboot' is not valid: holds ';'" in result["msg"]
+    assert "nothing was changed" in result["msg"]
+    assert snapshot(tmp_path) == before and not log.exists()
+    failed, result = run_module(kernel_cmdline, {"absent": ["quiet\u00a0splash"]}, capsys)
+    assert failed and "absent entry 'quiet\\xa0splash' is not valid" in result["msg"] and "U+00A0" in result["msg"]
+    assert snapshot(tmp_path) == before
+
+
+def test_result_says_how_the_node_boots(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch)
+    failed, result = run_module(kernel_cmdline, {"present": ["iommu=pt"]}, capsys, check_mode=True)
+    assert not failed and result["bootloader"] == "grub"
+    assert result["boot_mode"] == "legacy" and result["secure_boot"] is None
+    assert "legacy BIOS boot" in result["bootloader_reason"] and "/etc/default/grub exists" in result["bootloader_reason"]
+
+
+def test_write_failure_names_the_file(tmp_path, monkeypatch, capsys):
+    log = _fake(tmp_path, monkeypatch)
+    before = snapshot(tmp_path)
+
+    def write_atomic(path, content, **kw):
+        raise OSError(30, "Read-only file system", path)
+    monkeypatch.setattr(bc.fileops, "write_atomic", write_atomic)
+    failed, result = run_module(kernel_cmdline, {"present": ["iommu=pt"]}, capsys)
+    assert failed
+    assert "failed to write %s: Read-only file system (EROFS)" % (tmp_path / "etc/default/grub") in result["msg"]
+    assert snapshot(tmp_path) == before and not log.exists()
