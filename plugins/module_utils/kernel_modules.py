@@ -31,10 +31,33 @@ order; the kernel applies them in turn, so for a parameter set twice the file re
 file wins. Option values follow the kernel's parameter syntax (``kernel_args`` parses it): a
 value with spaces or ``;`` is written in double quotes (``NVreg_RegistryDwords="A=1;B=2"``),
 and no value can hold a double quote.
+
+Parameter values as the kernel reads them: a module's ``int``, ``uint``, ``long``, ... parameter
+is parsed by lib/kstrtox.c (``kstrtoint`` and kin, base 0: decimal, ``0x`` hex, a leading ``0``
+for octal, an optional sign, nothing else), a ``charp`` takes any string of at most 1024
+bytes. A value the kernel refuses for a known parameter (``2147483648`` for an int, ``yes``,
+``1.5``) makes it refuse the WHOLE module at load (kernel/params.c parse_args: the module does
+not load at all), so ``kernel_integer`` and ``check_param_value`` mirror those parsers exactly
+and callers refuse such values before anything is written.
+
+What stops a module from loading, or its options from applying (``load_blockers``): kmod's
+``install <m> <command>`` runs the command instead of loading ``m`` (``/bin/true`` or
+``/bin/false`` means it never loads through modprobe); an ``alias <m> <other>`` in modprobe.d
+wins over the module's own name, so ``modprobe m`` loads ``other``; ``blacklist <m>`` stops only
+the loads that honour it: udev's hardware autoload (aliases), systemd-modules-load and
+``modprobe -b``, while a plain ``modprobe m`` and modules that depend on ``m`` still load it.
+On the kernel command line ``module_blacklist=m`` makes the kernel refuse ``m`` outright and
+``modprobe.blacklist=m`` is kmod's blacklist. ``softdep`` lines only add modules around a load
+and are not reported.
+
+The kernel command line also carries module options (``m.param=value``): kmod appends them
+after every modprobe.d file, so for a parameter set in both places the command line wins at
+every load (``cmdline_options``).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import gzip
 import os
 import re
@@ -53,6 +76,25 @@ MODULES_LOAD_D_DIRS = ("etc/modules-load.d", "run/modules-load.d", "usr/local/li
 _BARE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.:+/@%,-]+\Z")
 _PARAM_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+\Z")
 MAX_KO_BYTES = 64 * 1024 * 1024
+# Module parameter types the kernel parses as integers (include/linux/moduleparam.h,
+# kernel/params.c STANDARD_PARAM_DEF), with the range each accepts.
+INTEGER_TYPES = {
+    "byte": (0, 0xFF),
+    "short": (-0x8000, 0x7FFF),
+    "ushort": (0, 0xFFFF),
+    "int": (-0x80000000, 0x7FFFFFFF),
+    "uint": (0, 0xFFFFFFFF),
+    "hexint": (0, 0xFFFFFFFF),
+    "long": (-0x8000000000000000, 0x7FFFFFFFFFFFFFFF),
+    "ulong": (0, 0xFFFFFFFFFFFFFFFF),
+    "ullong": (0, 0xFFFFFFFFFFFFFFFF),
+}
+UNSIGNED_TYPES = frozenset(["byte", "ushort", "uint", "hexint", "ulong", "ullong"])
+# param_set_charp refuses a longer string with ENOSPC.
+CHARP_MAX_BYTES = 1024
+# First words of an install command that never load anything.
+_NO_LOAD_COMMANDS = ("true", "false", ":", "exit")
+_SHELL_SPLIT_RE = re.compile(r"[\s;&|()]+")
 
 
 def canonical(name):
@@ -381,9 +423,126 @@ def format_value(value):
                           "as a continuation")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
         raise OptionError("a value cannot hold control characters (newline, tab)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise OptionError("a value must be text that can be written as UTF-8 (it holds undecodable bytes)")
     if _BARE_VALUE_RE.match(value):
         return value
     return '"%s"' % value
+
+
+_DIGITS = "0123456789abcdef"
+
+
+def _kstrtoull(text):
+    """An unsigned integer as lib/kstrtox.c _kstrtoull reads it with base 0: ``0x`` then hex
+    digits, a leading ``0`` then octal digits, else decimal; the whole string must be
+    digits (no spaces, no ``_``, no ``0o``/``0b``). Raises ValueError with the reason."""
+    base = 10
+    digits = text
+    if text[:1] == "0":
+        if text[1:2] in ("x", "X") and text[2:3] and text[2:3].lower() in _DIGITS:
+            base = 16
+            digits = text[2:]
+        else:
+            base = 8
+    if not digits:
+        raise ValueError("no digits")
+    value = 0
+    for char in digits:
+        digit = _DIGITS.find(char.lower()) if ord(char) < 128 else -1
+        if digit < 0 or digit >= base:
+            what = {8: "an octal number (a leading 0 means octal: digits 0-7)",
+                    10: "a decimal number", 16: "a hex number"}[base]
+            raise ValueError("%r is not a digit of %s" % (char, what))
+        value = value * base + digit
+    if value > 0xFFFFFFFFFFFFFFFF:
+        raise ValueError("it overflows 64 bits")
+    return value
+
+
+def kernel_integer(value, kind="int"):
+    """``value`` (an int, a bool or a string) as the kernel would store it in a module
+    parameter of type ``kind`` (``int``, ``uint``, ``long``, ... see INTEGER_TYPES).
+
+    Strings are read the way kernel/params.c reads them (kstrtoint and kin, base 0): an
+    optional ``-`` (signed types) or ``+``, then decimal, ``0x`` hex or ``0`` octal, and
+    nothing else. Python bools are 1 and 0; floats are refused (the kernel has no
+    fractional parameter). Raises OptionError naming the accepted range.
+    """
+    low, high = INTEGER_TYPES[kind]
+    accepted = "a kernel parameter of type %s accepts %d to %d (decimal, 0x hex or 0-prefixed octal)" % (
+        kind, low, high)
+    if isinstance(value, bool):
+        number = int(value)
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float):
+        raise OptionError("%r is a floating-point number, not an integer: %s" % (value, accepted))
+    elif isinstance(value, str):
+        negative = value[:1] == "-" and kind not in UNSIGNED_TYPES
+        try:
+            number = _kstrtoull(value[1:] if negative or value[:1] == "+" else value)
+        except ValueError as exc:
+            raise OptionError("%r is not an integer as the kernel reads one (%s): %s" % (value, exc, accepted))
+        if negative:
+            number = -number
+    else:
+        raise OptionError("a %s is not an integer: %s" % (type(value).__name__, accepted))
+    if not low <= number <= high:
+        raise OptionError("%r is out of range: %s" % (value, accepted))
+    return number
+
+
+def looks_numeric(value):
+    """True for a value a person meant as a number: a Python number, or a string that starts
+    like one (a digit after an optional sign, a decimal point) or that float() reads
+    (``nan``, ``inf``, ``1e3``). Used where a parameter's type is unknown: such a value
+    must then be an integer the kernel accepts for ``int``."""
+    if isinstance(value, (bool, int, float)):
+        return True
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if re.match(r"[+-]?\.?[0-9]", text):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_param_value(value, kind):
+    """Raise OptionError unless the kernel accepts ``value`` for a parameter of type ``kind``
+    (an INTEGER_TYPES name, ``charp`` or ``bool``); return the value as it will be written
+    (kernel_integer's int for integers, the string for charp, 1/0 for bool)."""
+    if kind in INTEGER_TYPES:
+        return kernel_integer(value, kind)
+    if kind == "charp":
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise OptionError("%r is not a string: this is a string (charp) parameter" % (value,))
+        text = str(value)
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise OptionError("a value must be text that can be written as UTF-8")
+        if size > CHARP_MAX_BYTES:
+            raise OptionError("a string parameter takes at most %d bytes and this value has %d: the kernel "
+                              "refuses the whole module (ENOSPC)" % (CHARP_MAX_BYTES, size))
+        return text
+    if kind == "bool":
+        # param_set_bool -> kstrtobool: y/Y/1/n/N/0 and on/off by their first letters.
+        if isinstance(value, bool) or value in (0, 1):
+            return 1 if value else 0
+        text = str(value)
+        if text[:1] in ("y", "Y", "1") or text[:2].lower() == "on":
+            return 1
+        if text[:1] in ("n", "N", "0") or text[:2].lower() == "of":
+            return 0
+        raise OptionError("%r is not a boolean the kernel reads (y, n, 1, 0, on, off)" % (value,))
+    raise ValueError("unknown parameter type %r" % (kind,))
 
 
 def check_param_name(name):
@@ -400,22 +559,31 @@ def render_options_line(module, options):
     return "options %s %s" % (module, " ".join(parts))
 
 
-def logical_lines(text):
-    """Lines of a modprobe.d file as kmod reads them: a trailing backslash joins the next line;
-    blank lines and lines starting with ``#`` are dropped."""
+def numbered_lines(text):
+    """``[(number, line)]`` of a modprobe.d file as kmod reads it: a trailing backslash joins the
+    next line (the number is that of the first); blank lines and ``#`` comments are dropped."""
     lines = []
     pending = ""
-    for raw in (text or "").splitlines():
+    start = None
+    for number, raw in enumerate((text or "").splitlines(), 1):
+        if start is None:
+            start = number
         if raw.endswith("\\"):
             pending += raw[:-1]
             continue
         line = (pending + raw).strip()
         pending = ""
         if line and not line.startswith("#"):
-            lines.append(line)
+            lines.append((start, line))
+        start = None
     if pending.strip() and not pending.strip().startswith("#"):
-        lines.append(pending.strip())
+        lines.append((start, pending.strip()))
     return lines
+
+
+def logical_lines(text):
+    """Lines of a modprobe.d file as kmod reads them (see numbered_lines), without numbers."""
+    return [line for _number, line in numbered_lines(text)]
 
 
 def parse_options(text, module):
@@ -503,4 +671,162 @@ def modules_load_files(module, root="/"):
             if line and not line.startswith(("#", ";")) and canonical(line.split()[0]) == wanted:
                 found.append(path)
                 break
+    return found
+
+
+# --- what stops a module from loading, and options on the kernel command line ---------------
+
+
+def _install_effect(module, command):
+    """``(effect, meaning)`` of ``install <module> <command>``."""
+    words = [w for w in _SHELL_SPLIT_RE.split(command) if w]
+    for index, word in enumerate(words):
+        if os.path.basename(word) != "modprobe":
+            continue
+        rest = words[index + 1:]
+        ignores = any(w in ("-i", "--ignore-install") or (w.startswith("-") and not w.startswith("--")
+                                                          and "i" in w[1:]) for w in rest)
+        names = [canonical(w) for w in rest if not w.startswith("-")]
+        if ignores and (canonical(module) in names or "$MODPROBE_MODULE" in rest):
+            return ("loads_via_command",
+                    "modprobe runs this command instead, and it loads %s itself (modprobe --ignore-install), "
+                    "reading the modprobe.d options again" % module)
+    first = os.path.basename(words[0]) if words else ""
+    if first in _NO_LOAD_COMMANDS:
+        outcome = {"false": "modprobe fails", "exit": "modprobe fails unless it exits 0"}.get(
+            first, "modprobe reports success")
+        return ("never_loads",
+                "modprobe runs %r instead of loading %s (%s): nothing that loads modules through modprobe "
+                "(udev at boot, systemd-modules-load, nvidia-modprobe, a plain modprobe) ever loads it, so its "
+                "options never apply" % (command, module, outcome))
+    return ("runs_command",
+            "modprobe runs %r instead of loading %s: whether it loads, and with which options, is up to that "
+            "command" % (command, module))
+
+
+def _blacklist_meaning(module):
+    return ("%s is not loaded through its aliases (udev's hardware autoload at boot), by systemd-modules-load "
+            "(modules-load.d) or by modprobe -b; a plain 'modprobe %s' and modules that depend on it still load it, "
+            "with its options" % (module, module))
+
+
+def load_blockers(module, root="/", proc_root=None):
+    """Rules that stop ``module`` from loading, or change what loading it means.
+
+    Reads every modprobe.d file kmod reads (in its order) and the running kernel command line
+    (``proc_root``/cmdline, default ``root``/proc). Returns ``[{"path", "line", "rule",
+    "effect", "meaning"}]`` (``line`` None for the command line); ``effect`` is one of:
+
+    - ``never_loads``: an install command that loads nothing (``/bin/true``, ``/bin/false``),
+      or ``module_blacklist=`` on the command line (the kernel refuses the module);
+    - ``redirected``: an ``alias`` whose name matches the module, so modprobe loads another
+      module under that name (a config alias wins over the module's own name);
+    - ``runs_command``: any other install command (it may or may not load the module);
+    - ``loads_via_command``: an install command that loads it itself with
+      ``modprobe --ignore-install`` (options still apply);
+    - ``blacklist``: ``blacklist`` in modprobe.d or ``modprobe.blacklist=`` (see
+      _blacklist_meaning: autoload, systemd-modules-load and ``modprobe -b`` skip it, a plain
+      modprobe still loads it).
+
+    Module names in modprobe.d compare with ``-`` and ``_`` equal (kmod normalises them); the
+    command-line lists are compared as written, as the kernel and kmod do.
+    """
+    wanted = canonical(module)
+    found = []
+    for path in config_files(root, MODPROBE_D_DIRS):
+        for number, line in numbered_lines(fileops.read_quiet(path) or ""):
+            fields = line.split(None, 2)
+            if len(fields) < 2:
+                continue
+            verb, name = fields[0], fields[1]
+            entry = {"path": path, "line": number, "rule": line}
+            if verb == "blacklist" and canonical(name) == wanted:
+                entry.update(effect="blacklist", meaning=_blacklist_meaning(wanted))
+            elif verb == "install" and canonical(name) == wanted and len(fields) == 3:
+                effect, meaning = _install_effect(wanted, fields[2])
+                entry.update(effect=effect, meaning=meaning)
+            elif verb == "alias" and len(fields) == 3 and fnmatch.fnmatchcase(wanted, canonical(name)):
+                target = fields[2].split()[0] if fields[2].split() else ""
+                if canonical(target) == wanted:
+                    continue
+                entry.update(effect="redirected",
+                             meaning="'modprobe %s' loads %r instead (an alias in modprobe.d wins over the module's "
+                                     "own name), so %s and its options never load that way" % (wanted, target, wanted))
+            else:
+                continue
+            found.append(entry)
+    cmdline_path = os.path.join(proc_root or os.path.join(root, "proc"), "cmdline")
+    tokens = kernel_args.split(fileops.read_quiet(cmdline_path) or "")
+    for token in kernel_args.kernel_part(tokens):
+        arg = kernel_args.Arg(token)
+        if arg.value is None or arg.key not in ("module_blacklist", "modprobe.blacklist"):
+            continue
+        if wanted not in arg.value.split(","):
+            continue
+        entry = {"path": cmdline_path, "line": None, "rule": token}
+        if arg.key == "module_blacklist":
+            entry.update(effect="never_loads",
+                         meaning="the running kernel refuses to load %s (module_blacklist= on its command line): it "
+                                 "cannot load until a boot without it" % wanted)
+        else:
+            entry.update(effect="blacklist", meaning=_blacklist_meaning(wanted))
+        found.append(entry)
+    return found
+
+
+def blocks_loading(entry):
+    """True for a load_blockers entry after which the module never loads through modprobe."""
+    return entry["effect"] in ("never_loads", "redirected")
+
+
+def describe_blocker(entry):
+    """``/etc/modprobe.d/x.conf:3: install nvidia /bin/false: <meaning>``."""
+    where = entry["path"] if entry["line"] is None else "%s:%d" % (entry["path"], entry["line"])
+    return "%s: %r: %s" % (where, entry["rule"], entry["meaning"])
+
+
+def _kcmdline_option(token):
+    """``(module, param, value)`` of one command-line token as kmod reads ``module.param=value``
+    (value None for a bare ``module.param``); None for anything else."""
+    quoted = token.startswith('"')
+    body = token[1:] if quoted else token
+    dot = body.find(".")
+    if dot <= 0:
+        return None
+    modname = body[:dot]
+    if "=" in modname or '"' in modname:
+        return None
+    rest = body[dot + 1:]
+    equals = rest.find("=")
+    param = rest if equals < 0 else rest[:equals]
+    if quoted and equals < 0 and param.endswith('"'):
+        param = param[:-1]
+    if not param or "." in param or '"' in param:
+        return None
+    value = None
+    if equals >= 0:
+        value = rest[equals + 1:]
+        if value.startswith('"'):
+            value = value[1:]
+            if value.endswith('"'):
+                value = value[:-1]
+        elif quoted and value.endswith('"'):
+            value = value[:-1]
+    return canonical(modname), canonical(param), value
+
+
+def cmdline_options(module, proc_root="/proc"):
+    """Options for ``module`` on the running kernel command line (``module.param=value``):
+    ``[{"param", "value", "arg"}]`` in order, param names canonical.
+
+    kmod reads /proc/cmdline after every modprobe.d file and appends these options last, so
+    they win over modprobe.d at every load (a reboot with the same command line changes
+    nothing). Like kmod, the whole line is read, ``--`` included.
+    """
+    wanted = canonical(module)
+    found = []
+    for token in kernel_args.split(fileops.read_quiet(os.path.join(proc_root, "cmdline")) or ""):
+        parsed = _kcmdline_option(token)
+        if parsed and parsed[0] == wanted:
+            found.append({"param": parsed[1], "value": parsed[2], "arg": token})
     return found

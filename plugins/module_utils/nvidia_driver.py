@@ -11,6 +11,18 @@ only place those values can be read back: the driver registers its ``NVreg_*`` m
 parameters with permission 0, so they never appear under ``/sys/module/nvidia/parameters``.
 It prints them without the ``NVreg_`` prefix (``EnableMSI: 1``, strings in double quotes,
 ``RegistryDwords: ""``); ``running_params`` maps them back to the names modprobe.d uses.
+
+The parameter table (``PARAM_TYPES``): every ``NVreg_*`` module parameter of the nvidia module
+is declared in nv-reg.h with NV_DEFINE_REG_ENTRY / NV_DEFINE_REG_ENTRY_GLOBAL, which expand to
+``module_param(NVreg_X, int, 0)`` (nv-linux.h NV_MODULE_PARAMETER: a SIGNED int, even though the
+variable is an NvU32), or NV_DEFINE_REG_STRING_ENTRY, ``module_param(NVreg_X, charp, 0)``. No
+``NVreg_`` parameter is uint, ulong or bool. The kernel parses an int parameter with kstrtoint:
+-2147483648 to 2147483647, so ``4294967295`` (what /proc/driver/nvidia/params prints for an
+all-ones value, with %u) must be written ``-1``, and any value out of range makes the kernel
+refuse to load the whole nvidia module. The table is the union of nv-reg.h in
+NVIDIA/open-gpu-kernel-modules from 515.43.04 to 595.45.04 (the proprietary flavour builds
+the same file); names outside it are unknown here (another driver version, or a misspelling)
+and their type cannot be checked.
 """
 
 from __future__ import annotations
@@ -19,8 +31,33 @@ import os
 import re
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_modules
 
 PREFIX = "NVreg_"
+# nv-reg.h NV_DEFINE_REG_STRING_ENTRY: charp module parameters.
+STRING_PARAMS = frozenset("NVreg_" + n for n in (
+    "CoherentGPUMemoryMode", "RegistryDwords", "RegistryDwordsPerDevice", "RmMsg", "GpuBlacklist",
+    "TemporaryFilePath", "ExcludedGpus", "RmNvlinkBandwidth",
+))
+# nv-reg.h NV_DEFINE_REG_ENTRY / NV_DEFINE_REG_ENTRY_GLOBAL: int module parameters.
+INT_PARAMS = frozenset("NVreg_" + n for n in (
+    "ResmanDebugLevel", "RmLogonRC", "ModifyDeviceFiles", "DeviceFileUID", "DeviceFileGID", "DeviceFileMode",
+    "InitializeSystemMemoryAllocations", "UsePageAttributeTable", "EnablePCIeGen3", "EnableMSI",
+    "EnableStreamMemOPs", "RestrictProfilingToAdminUsers", "PreserveVideoMemoryAllocations",
+    "EnableS0ixPowerManagement", "S0ixPowerManagementVideoMemoryThreshold", "DynamicPowerManagement",
+    "DynamicPowerManagementVideoMemoryThreshold", "EnableGpuFirmware", "EnableGpuFirmwareLogs",
+    "OpenRmEnableUnsupportedGpus", "EnableUserNUMAManagement", "MemoryPoolSize", "KMallocHeapMaxSize",
+    "VMallocHeapMaxSize", "IgnoreMMIOCheck", "NvLinkDisable", "EnablePCIERelaxedOrderingMode",
+    "RegisterPCIDriver", "RegisterPlatformDeviceDriver", "EnableResizableBar", "EnableDbgBreakpoint",
+    "TegraGpuPgMask", "EnableNonblockingOpen", "ExcludeAllGpus", "GpuInitOnProbe", "DmaRemapPeerMmio",
+    "RmNvlinkBandwidthLinkCount", "ImexChannelCount", "CreateImexChannel0", "GrdmaPciTopoCheckOverride",
+    "EnableSystemMemoryPools", "UseKernelSuspendNotifiers", "RegisterForACPIEvents", "TCEBypassMode",
+))
+PARAM_TYPES = dict([(name, "int") for name in INT_PARAMS] + [(name, "charp") for name in STRING_PARAMS])
+# Names /proc/driver/nvidia/params prints that are NOT module parameters (the driver reads
+# the value under another parameter name, nv-reg.h NV_DEFINE_PARAMS_TABLE_ENTRY_CUSTOM_NAME):
+# the kernel ignores them as unknown parameters.
+NOT_PARAMETERS = {"NVreg_RmProfilingAdminOnly": "NVreg_RestrictProfilingToAdminUsers"}
 _VERSION_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
 
 
@@ -78,25 +115,51 @@ def running_params(proc_root="/proc"):
 
 
 def as_number(value):
-    """``value`` as an int when it reads as one the way the kernel parses a uint parameter
-    (decimal, 0x hex, 0 octal), else None."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    try:
-        return int(text, 0)
-    except ValueError:
-        if re.match(r"^0[0-7]+\Z", text):
-            return int(text, 8)
+    """``value`` as an int when it reads as one the way the kernel parses an integer
+    parameter (kernel_modules.kernel_integer: decimal, 0x hex, 0 octal, a sign), else None.
+    Surrounding spaces are ignored (values read back from /proc); floats are not numbers
+    here."""
+    if isinstance(value, float):
         return None
+    if not isinstance(value, (bool, int)):
+        value = str(value).strip()
+    try:
+        return kernel_modules.kernel_integer(value, "long")
+    except kernel_modules.OptionError:
+        try:
+            return kernel_modules.kernel_integer(value, "ullong")
+        except kernel_modules.OptionError:
+            return None
 
 
 def same_value(configured, running):
     """Whether a configured option value equals the value the driver runs with: numerically
-    when both read as numbers (``0x1`` is ``1``), else as strings without quotes."""
+    when both read as numbers (``0x1`` is ``1``; ``-1`` is ``4294967295``, since the driver
+    prints its 32-bit values unsigned), else as strings without quotes."""
     left, right = as_number(configured), as_number(running)
     if left is not None and right is not None:
-        return left == right
+        if left == right:
+            return True
+        in_32_bits = all(-0x80000000 <= n <= 0xFFFFFFFF for n in (left, right))
+        return in_32_bits and (left - right) % 0x100000000 == 0
     return unquote(str(configured)) == unquote(str(running))
+
+
+# RmNvlinkBandwidth keywords, in the order the driver tries them (src/nvidia/src/kernel/gpu_mgr/
+# gpu_mgr.c, the RmNvlinkBandwidth registry override); anything else leaves FULL.
+NVLINK_BW_MODES = ("OFF", "MIN", "HALF", "3QUARTER", "LINKCOUNT")
+
+
+def nvlink_bandwidth_mode(value):
+    """The NVLink bandwidth mode the driver takes from ``NVreg_RmNvlinkBandwidth``.
+
+    The driver compares the value with each keyword over the value's own length only
+    (portStringCompare(value, keyword, strlen(value)), case-sensitive), so a value that is a
+    prefix of a keyword selects it: ``O`` is OFF, ``H`` is HALF, and the empty string matches
+    OFF. A value that is a prefix of none (``FULL``, ``full``, ``half``) leaves FULL.
+    """
+    text = "" if value is None else str(value)
+    for mode in NVLINK_BW_MODES:
+        if mode.startswith(text):
+            return mode
+    return "FULL"

@@ -27,6 +27,31 @@ last boot (its mtime is newer than ``btime`` in /proc/stat), so every run gives 
 until the node reboots.
 
 Risky options are refused unless ``allow_risky``: each entry of ``RISKY`` says why.
+
+Why values are checked against the parameter's kernel type: every ``NVreg_*`` parameter is a
+signed ``int`` or a ``charp`` string (nvidia_driver.PARAM_TYPES, from nv-reg.h). The kernel
+refuses the WHOLE nvidia module when one value does not parse for its type (2147483648,
+``0x80000000``, ``yes`` or ``1.5`` for an int, a string over 1024 bytes), and the initramfs
+carries the file, so the node boots without GPUs. Such values are refused before anything is
+written; an unknown name (another driver version) is written with a warning, but a numeric
+value for it must still be a valid int.
+
+Why the file must be ours: the module writes and removes only a file it created (it carries
+the gpufleet.tuning marker); ``filename: nvidia.conf`` would otherwise replace the
+distribution's file (and its ``blacklist nouveau``). ``adopt: true`` takes such a file over.
+
+What can make the options never apply, reported and never counted as waiting for a reboot:
+
+- the same option on the kernel command line (``nvidia.NVreg_X=...`` in /proc/cmdline): kmod
+  appends it after every modprobe.d file, so it wins at every load. This is a warning and
+  ``cmdline_overrides``, not a failure: the file itself is harmless, the module cannot change
+  the command line, and the fix (kernel_cmdline ``absent``) reaches /proc/cmdline only after a
+  reboot, which a failure here would block;
+- a rule that keeps the driver from loading through modprobe (``install nvidia /bin/false``,
+  an ``alias nvidia ...`` to another module, ``module_blacklist=nvidia``): ``load_blockers``
+  and a warning. A ``blacklist nvidia`` is reported too, with what it really means: udev's
+  autoload at boot skips the driver, while a plain ``modprobe nvidia`` (nvidia-modprobe,
+  nvidia-persistenced) still loads it, with these options.
 """
 
 from __future__ import annotations
@@ -46,7 +71,7 @@ MODULE = "nvidia"
 DEFAULT_FILENAME = "zz-gpufleet-nvidia.conf"
 NAME_RE = re.compile(r"^NVreg_[A-Za-z0-9_]+\Z")
 FILENAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}\.conf\Z")
-UINT_MAX = 0xFFFFFFFF
+INT_MIN, INT_MAX = km.INTEGER_TYPES["int"]
 HEADER = ("# Managed by Ansible (gpufleet.tuning.nvidia_driver_options): NVIDIA driver options.\n"
           "# They take effect when the nvidia module next loads (a reboot); local edits are overwritten.\n")
 # Module parameter -> the name /proc/driver/nvidia/params prints, where the driver renames it
@@ -83,8 +108,10 @@ RISKY = (
     ("NVreg_NvLinkDisable", lambda v: _num(v) != 0,
      "NVLink is not trained: GPU peer-to-peer traffic falls back to PCIe (NV18 on the H200 machines is "
      "about 478 GB/s per direction, PCIe gen5 x16 about 64 GB/s)"),
-    ("NVreg_RmNvlinkBandwidth", lambda v: str(v).strip().upper() not in ("", "FULL"),
-     "it caps NVLink peer-to-peer bandwidth to save power (OFF is 0%, MIN 15-25%, HALF 50%)"),
+    ("NVreg_RmNvlinkBandwidth", lambda v: nvidia_driver.nvlink_bandwidth_mode(v) != "FULL",
+     "it caps NVLink peer-to-peer bandwidth to save power (OFF is 0%, MIN 15-25%, HALF 50%, 3QUARTER 75%, "
+     "LINKCOUNT fewer links); the driver compares only the characters given, case-sensitively, so 'O' means OFF "
+     "and an empty value matches OFF too"),
     ("NVreg_RmNvlinkBandwidthLinkCount", lambda v: _num(v) != 0,
      "it reduces the NVLink links in use to save power, cutting peer-to-peer bandwidth"),
     ("NVreg_EnableGpuFirmware", lambda v: _num(v) is None or _num(v) & 0xF == 0,
@@ -118,6 +145,52 @@ class Paths(object):
         self.modprobe_d = os.path.join(root, "etc", "modprobe.d")
 
 
+def _case_variant(name):
+    """The known parameter that ``name`` spells with other capitals, or None."""
+    lowered = name.lower()
+    for known in sorted(nvidia_driver.PARAM_TYPES):
+        if known.lower() == lowered and known != name:
+            return known
+    return None
+
+
+def check_option(name, value):
+    """The value of one option as written in the file; raises km.OptionError with the reason.
+
+    Known parameters are checked against their kernel type (int: kstrtoint's syntax and
+    range; charp: a string of at most 1024 bytes); an unknown name takes a string, but a
+    numeric value must be a valid int (it may be an int parameter of another version).
+    """
+    if value is None:
+        raise km.OptionError("give an integer, a boolean or a string")
+    if isinstance(value, float):
+        raise km.OptionError("%r is a floating-point number: give an integer, a boolean or a string (the driver's "
+                             "numeric parameters are signed int, %d to %d)" % (value, INT_MIN, INT_MAX))
+    if not isinstance(value, (bool, int, str)):
+        raise km.OptionError("a %s is not a parameter value: give an integer, a boolean or a string"
+                             % type(value).__name__)
+    kind = nvidia_driver.PARAM_TYPES.get(name)
+    if kind == "int":
+        try:
+            km.kernel_integer(value, "int")
+        except km.OptionError as exc:
+            raise km.OptionError("%s is a signed int parameter of the nvidia module (nv-reg.h: module_param int) "
+                                 "and %s; the kernel would refuse to load the whole nvidia module, and the node "
+                                 "would boot without GPUs" % (name, exc))
+    elif kind == "charp":
+        if isinstance(value, bool):
+            raise km.OptionError("%s is a string (charp) parameter: give a string, not a boolean" % name)
+        km.check_param_value(value, "charp")
+    elif km.looks_numeric(value):
+        try:
+            km.kernel_integer(value, "int")
+        except km.OptionError as exc:
+            raise km.OptionError("%s is not a parameter of the driver versions this module knows, so it may be a "
+                                 "signed int parameter: %s (a value the kernel refuses makes it refuse the whole "
+                                 "nvidia module)" % (name, exc))
+    return km.format_value(value)
+
+
 def validate(params):
     """Check every input before anything is read; return ``{name: value as written}``."""
     filename = params.get("filename")
@@ -137,20 +210,28 @@ def validate(params):
             errors.append("option %r is not valid: NVIDIA driver options are named NVreg_<Name> "
                           "(letters, digits and '_'), such as NVreg_EnableMSI" % (name,))
             continue
-        if value is None or isinstance(value, float):
-            errors.append("%s=%r is not valid: give an integer, a boolean or a string" % (name, value))
+        if name in nvidia_driver.NOT_PARAMETERS:
+            errors.append("option %r is not valid: it is the name /proc/driver/nvidia/params prints, not a module "
+                          "parameter (the kernel ignores it); the driver's parameter is %s"
+                          % (name, nvidia_driver.NOT_PARAMETERS[name]))
             continue
-        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= UINT_MAX:
-            errors.append("%s=%r is not valid: the driver's numeric options are unsigned 32-bit "
-                          "(0 to %d)" % (name, value, UINT_MAX))
+        variant = _case_variant(name)
+        if variant:
+            errors.append("option %r is not valid: the driver's parameter is spelt %s (names are case-sensitive, "
+                          "and the kernel ignores a name it does not know)" % (name, variant))
             continue
         try:
-            written[name] = km.format_value(value)
+            written[name] = check_option(name, value)
         except km.OptionError as exc:
             errors.append("%s=%r is not valid: %s" % (name, value, exc))
     if errors:
         raise OptionsError("invalid options, nothing was changed: " + "; ".join(errors))
     return written
+
+
+def unknown_options(options):
+    """Names that are not in the driver's parameter table (their type cannot be checked)."""
+    return sorted(name for name in options if name not in nvidia_driver.PARAM_TYPES)
 
 
 def risky_findings(options):
@@ -194,16 +275,21 @@ def written_since_boot(path, proc_root, changing_now):
     return True if btime is None else mtime > btime
 
 
-def compare(configured, running, since_boot, removed):
+def compare(configured, running, since_boot, removed, overridden=()):
     """Return ``(pending, unverified)`` for the configured options against the running values.
 
     ``running`` is None when the driver's params cannot be read. ``removed`` holds options our
-    file set before this run and no longer sets.
+    file set before this run and no longer sets. Options in ``overridden`` (set differently on
+    the kernel command line) are never pending: no reboot applies them.
     """
     pending = []
     unverified = []
     for name in sorted(configured):
         value = nvidia_driver.unquote(configured[name])
+        if name in overridden:
+            if running is None or SHOWN_AS.get(name, name) not in running:
+                unverified.append(name)
+            continue
         shown = SHOWN_AS.get(name, name)
         if running is None or shown not in running:
             unverified.append(name)
@@ -242,10 +328,51 @@ def choose_initramfs(choice, commands):
                         "rebuilt, so the options apply only where the driver loads from the root filesystem")
 
 
+def cmdline_overrides(options, proc_root):
+    """Options of ours that the running kernel command line sets to another value:
+    ``[{"param", "value", "configured", "arg"}]`` (the command line wins at every load)."""
+    found = []
+    for item in km.cmdline_options(MODULE, proc_root):
+        name = item["param"]
+        if name not in options:
+            continue
+        ours = nvidia_driver.unquote(options[name])
+        if item["value"] is not None and nvidia_driver.same_value(ours, item["value"]):
+            continue
+        found.append({"param": name, "value": item["value"], "configured": ours, "arg": item["arg"]})
+    return found
+
+
+def _not_owned(exc, content, partial):
+    action = "remove" if content is None else "overwrite"
+    return OptionsError("refusing to %s %s: it exists and was not written by gpufleet.tuning (no marker comment "
+                        "in its first lines), so it belongs to the distribution or an operator; nothing was "
+                        "changed: choose another filename, or set adopt: true to take it over (its whole content "
+                        "is then replaced or removed)" % (action, exc.filename), partial)
+
+
+def _adopt_warning(path, text):
+    """What adopting a foreign file drops: its lines other than ``options nvidia``."""
+    dropped = []
+    for line in km.logical_lines(text):
+        fields = line.split(None, 2)
+        if not (len(fields) >= 2 and fields[0] == "options" and km.canonical(fields[1]) == MODULE):
+            dropped.append(line)
+    text = "adopt=true: %s was not written by gpufleet.tuning and is taken over" % path
+    if dropped:
+        text += "; these lines of it are dropped: %s" % "; ".join(repr(line) for line in dropped[:5])
+        if len(dropped) > 5:
+            text += " (and %d more)" % (len(dropped) - 5)
+    return text
+
+
 def run(params, check_mode=False, paths=None, commands=None):
     """Manage the options file; return the result dict or raise OptionsError."""
     paths = paths or Paths()
     options = validate(params)
+    adopt = params.get("adopt", False)
+    if not isinstance(adopt, bool):
+        raise OptionsError("adopt must be true or false, got %r" % (adopt,))
     risky = risky_findings(options)
     if risky and not params.get("allow_risky"):
         raise OptionsError("refusing risky NVIDIA driver options (set allow_risky=true to apply them anyway); "
@@ -254,7 +381,10 @@ def run(params, check_mode=False, paths=None, commands=None):
     content = render(options)
     driver = nvidia_driver.state(paths.proc, paths.sys)
     running = nvidia_driver.running_params(paths.proc)
-    before_text = fileops.read_text(path)
+    try:
+        before_text = fileops.read_text(path)
+    except (OSError, IOError) as exc:
+        raise OptionsError("cannot read %s, nothing was changed: %s" % (path, fileops.describe(exc)))
     before_options = dict((name, value) for name, value in km.parse_options(before_text or "", MODULE))
     removed = dict((k, v) for k, v in before_options.items() if k not in options)
     result = {
@@ -269,6 +399,8 @@ def run(params, check_mode=False, paths=None, commands=None):
         "reboot_required": False,
         "risky": risky,
         "conflicts": [],
+        "cmdline_overrides": [],
+        "load_blockers": [],
         "initramfs": {"tool": None, "command": None, "rebuilt": False, "note": ""},
         "plan": [],
         "container": container_mod.detect(proc_root=paths.proc, root=paths.root),
@@ -278,6 +410,18 @@ def run(params, check_mode=False, paths=None, commands=None):
     if result["container"]["detected"]:
         result["warnings"].append("this runs inside a container (%s): the file is written here, but the NVIDIA "
                                   "driver and its options belong to the host" % result["container"]["kind"])
+    bandwidth = options.get("NVreg_RmNvlinkBandwidth")
+    if bandwidth is not None:
+        value = nvidia_driver.unquote(bandwidth)
+        if nvidia_driver.nvlink_bandwidth_mode(value) == "FULL" and value != "FULL":
+            result["warnings"].append("the driver reads NVreg_RmNvlinkBandwidth=%r as FULL (the default): it knows "
+                                      "only %s, compared case-sensitively" % (value, ", ".join(
+                                          nvidia_driver.NVLINK_BW_MODES + ("FULL",))))
+    unknown = unknown_options(options)
+    for name in unknown:
+        result["warnings"].append("%s is not a parameter of the NVIDIA driver versions this module knows (nv-reg.h "
+                                  "of 515 to 595): it is written as given, but its type cannot be checked (another "
+                                  "driver version, or a misspelt name; the kernel ignores an unknown name)" % name)
 
     if options:
         def same(ours, theirs):
@@ -294,7 +438,28 @@ def run(params, check_mode=False, paths=None, commands=None):
                 % "; ".join("%s sets %s=%s and is read after %s" % (i["path"], i["param"], i["value"], path)
                             for i in overriding), dict(result, conflicts=overriding + overridden))
 
-    changes = managed_files.plan([managed_files.Wanted(path, content)])
+    result["cmdline_overrides"] = cmdline_overrides(options, paths.proc)
+    for item in result["cmdline_overrides"]:
+        result["warnings"].append(
+            "the kernel command line sets %s (/proc/cmdline), and kmod applies it after every modprobe.d file: %s=%s "
+            "in %s never takes effect, not after a reboot either, while the boot line keeps it; remove it from the "
+            "boot loader's command line (gpufleet.tuning.kernel_cmdline absent) or configure the same value"
+            % (item["arg"], item["param"], item["configured"], path))
+    result["load_blockers"] = km.load_blockers(MODULE, paths.root, paths.proc)
+    blocked = [b for b in result["load_blockers"] if km.blocks_loading(b)]
+    for item in result["load_blockers"]:
+        if item["effect"] != "loads_via_command":
+            result["warnings"].append(km.describe_blocker(item))
+
+    wanted = managed_files.Wanted(path, content, adopt=adopt)
+    try:
+        changes = managed_files.plan([wanted])
+    except managed_files.NotOwned as exc:
+        raise _not_owned(exc, content, dict(result))
+    except (OSError, IOError) as exc:
+        raise OptionsError("cannot read %s, nothing was changed: %s" % (path, fileops.describe(exc)), dict(result))
+    if adopt and changes and before_text is not None and not managed_files.is_owned(before_text):
+        result["warnings"].append(_adopt_warning(path, before_text))
     tool, argv, note = choose_initramfs(params["initramfs"], commands) if changes else (None, None, "file unchanged")
     result["initramfs"].update({"tool": tool, "command": " ".join([tool] + argv[1:]) if argv else None, "note": note})
     if changes and argv is None and params["initramfs"] == "auto":
@@ -304,16 +469,23 @@ def run(params, check_mode=False, paths=None, commands=None):
     result["changed"] = bool(changes)
 
     since_boot = written_since_boot(path, paths.proc, bool(changes) and content is not None)
-    pending, unverified = compare(options, running, since_boot, removed if changes else {})
+    overridden_names = set(item["param"] for item in result["cmdline_overrides"])
+    pending, unverified = compare(options, running, since_boot, removed if changes else {}, overridden_names)
+    if blocked and pending:
+        result["warnings"].append("the nvidia driver does not load through modprobe here (%s), so no reboot applies "
+                                  "these options; not reported as pending: %s"
+                                  % (", ".join("%s: %r" % (b["path"], b["rule"]) for b in blocked), "; ".join(pending)))
+        pending = []
     result["pending"] = pending
     result["unverified"] = unverified
     result["reboot_required"] = bool(pending)
     if driver["loaded"] and running is not None:
         for name in unverified:
+            if name in unknown:
+                continue
             result["warnings"].append("%s is not reported by the running driver in /proc/driver/nvidia/params: its "
                                       "running value cannot be checked (a string option the driver does not print, "
-                                      "an option of another driver version, or a misspelt name; names are "
-                                      "case-sensitive)" % name)
+                                      "or an option of another driver version)" % name)
 
     if check_mode or not changes:
         return result
@@ -322,10 +494,15 @@ def run(params, check_mode=False, paths=None, commands=None):
     try:
         managed_files.apply(changes, tx)
     except (OSError, IOError) as exc:
-        err = tx.abort("failed to write %s: %s" % (path, exc))
+        action = "remove" if content is None else "write"
+        err = tx.abort("failed to %s %s: %s" % (action, path, fileops.describe(exc)))
         raise OptionsError(err.full_message(), dict(result, changed=False))
-    if fileops.read_text(path) != content:
-        err = tx.abort("%s does not hold the new options after the write" % path)
+    try:
+        problem = None if fileops.read_text(path) == content else "%s does not hold the new options after the write" % path
+    except (OSError, IOError) as exc:
+        problem = "%s cannot be read back after the write: %s" % (path, fileops.describe(exc))
+    if problem:
+        err = tx.abort(problem)
         raise OptionsError(err.full_message(), dict(result, changed=False))
     if argv:
         outcome = commands.run(argv)

@@ -19,6 +19,29 @@ ib_core is loaded *without* it, the in-box stack is running even if MLNX_OFED is
 (reloading the RDMA stack, or a reboot, is needed); if ib_core is not loaded, depmod's
 modules.symbols says whether the ib_core modprobe would load exports it.
 
+When the symbol is there and modprobe still fails with "Invalid argument" or "Unknown
+symbol", ib_core is not the problem: nvidia-peermem.ko was built against another ib_core's
+symbol versions (the NVIDIA driver was built or installed before MLNX_OFED/DOCA-OFED, so it
+was compiled against the in-box ib_core). The message then says to rebuild the driver's
+modules after OFED, not to install OFED. /proc/kallsyms is read again after the failure, as
+modprobe may have loaded ib_core as a dependency.
+
+The legacy ``nv_peer_mem`` (MLNX_OFED's nvidia-peer-memory package) does the same job and
+must not be loaded together with nvidia_peermem (NVIDIA's GPUDirect RDMA documentation):
+while it is loaded, modprobe is not run and the node is reported (a failure with
+``require``), with the fix; a boot-time load of it (modules-load.d, or the package's
+/etc/init.d/nv_peer_mem with ONBOOT=yes) is a warning.
+
+What modprobe.d says about the module itself is a fact, not a guess (kernel_modules.
+load_blockers): an ``install nvidia_peermem /bin/true`` or an ``alias`` to another module
+means modprobe never loads it (a blocker); a ``blacklist`` means systemd-modules-load skips
+the modules-load.d entry at boot (a warning), while the ``modprobe nvidia_peermem`` run here
+still loads it. Options on the kernel command line (``nvidia_peermem.peerdirect_support=``)
+win over the persisted modprobe.d line at boot (kmod appends them last) and are reported.
+
+Files: the module writes and removes only its own two files (they carry the gpufleet.tuning
+marker); a file without the marker at one of those paths is refused with a clean message.
+
 Order of work: persistence files first (a Transaction restores them), then modprobe, then a
 read-back of /sys/module; any failure undoes what this call did.
 """
@@ -29,6 +52,7 @@ import os
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import container as container_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_modules as km
 from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver
@@ -48,6 +72,12 @@ FILE_NAME = "gpufleet-nvidia-peermem.conf"
 EXTRA_MODULE_DIRS = ("usr/local/nvidia/modules",)
 HEADER = ("# Managed by Ansible (gpufleet.tuning.nvidia_peermem): GPUDirect RDMA peer memory.\n"
           "# Local edits are overwritten on the next run; remove with state=absent.\n")
+# MLNX_OFED's legacy peer-memory module (the nvidia-peer-memory package), and how it persists.
+LEGACY = "nv_peer_mem"
+LEGACY_INIT = "etc/init.d/nv_peer_mem"
+LEGACY_CONFIG = "etc/infiniband/nv_peer_mem.conf"
+LEGACY_FIX = ("unload it (modprobe -r nv_peer_mem, or service nv_peer_mem stop) and remove the nvidia-peer-memory "
+              "package (or set ONBOOT=no in /etc/infiniband/nv_peer_mem.conf) so it does not load again at boot")
 DMABUF_HINT = ("use DMA-BUF for GPUDirect RDMA instead (NVIDIA's recommended path, which needs no "
                "nvidia_peermem: Linux 5.12 or later with NVIDIA's open GPU kernel modules; "
                "NCCL_DMABUF_ENABLE=1 for NCCL)")
@@ -71,20 +101,36 @@ class Paths(object):
 
 
 def validate(params):
-    """Check every input before anything is read; return the wanted params as ints."""
+    """Check every input before anything is read; return the wanted params as ints.
+
+    A parameter spelt twice (``peerdirect_support`` and ``peerdirect-support``: the kernel
+    reads ``-`` and ``_`` in a parameter name as the same character) is refused rather than
+    resolved. Values are read the way the kernel reads an int parameter (0x1 and True are 1;
+    floats and ``nan`` are not numbers), then must be one PARAMS accepts.
+    """
     wanted = {}
     given = params.get("params") or {}
     if not isinstance(given, dict):
         raise PeermemError("params must be a dict such as {peerdirect_support: 0}, got %s"
                            % type(given).__name__)
     errors = []
+    spelt = {}
     for key in sorted(given, key=str):
         name = km.canonical(str(key))
         if name not in PARAMS:
             errors.append("unknown parameter %r (nvidia_peermem takes: %s)" % (key, ", ".join(sorted(PARAMS))))
             continue
+        if name in spelt:
+            errors.append("params sets %s twice, as %r and %r (the kernel reads '-' and '_' in a parameter name as "
+                          "the same character): give it once" % (name, spelt[name], key))
+            wanted.pop(name, None)
+            continue
+        spelt[name] = key
         value = given[key]
-        number = nvidia_driver.as_number(value) if not isinstance(value, float) else None
+        try:
+            number = km.kernel_integer(value, "int")
+        except km.OptionError:
+            number = None
         if number not in PARAMS[name]:
             errors.append("%s=%r is not valid: accepted %s" % (name, value, " or ".join(str(v) for v in PARAMS[name])))
             continue
@@ -92,6 +138,34 @@ def validate(params):
     if errors:
         raise PeermemError("invalid params, nothing was changed: " + "; ".join(errors))
     return wanted
+
+
+def legacy_persistence(root):
+    """What loads nv_peer_mem at boot: modules-load.d entries, and the nvidia-peer-memory
+    package's service (its /etc/init.d/nv_peer_mem loads the module only with ONBOOT=yes in
+    /etc/infiniband/nv_peer_mem.conf; an enabled nv_peer_mem.service unit)."""
+    found = ["%s lists nv_peer_mem" % path for path in km.modules_load_files(LEGACY, root)]
+    init = os.path.join(root, LEGACY_INIT)
+    config = os.path.join(root, LEGACY_CONFIG)
+    if os.path.isfile(init):
+        onboot = False
+        for line in (fileops.read_quiet(config) or "").splitlines():
+            key, _sep, value = line.strip().partition("=")
+            if key.strip() == "ONBOOT":
+                onboot = value.strip().strip("\"'") == "yes"
+        if onboot:
+            found.append("%s (the nvidia-peer-memory package's service) loads it at boot: ONBOOT=yes in %s"
+                         % (init, config))
+    systemd = os.path.join(root, "etc", "systemd", "system")
+    try:
+        entries = sorted(os.listdir(systemd))
+    except OSError:
+        entries = []
+    for entry in entries:
+        link = os.path.join(systemd, entry, LEGACY + ".service")
+        if entry.endswith(".wants") and os.path.lexists(link):
+            found.append("%s enables nv_peer_mem.service" % link)
+    return found
 
 
 def gather(paths):
@@ -125,6 +199,9 @@ def gather(paths):
         },
         "rdma_devices": km.rdma_devices(paths.sys),
         "container": container_mod.detect(proc_root=paths.proc, root=paths.root),
+        "legacy": km.module_state(LEGACY, paths.proc, paths.sys),
+        "legacy_persistence": legacy_persistence(paths.root),
+        "load_blockers": km.load_blockers(MODULE, paths.root, paths.proc),
     }
 
 
@@ -184,6 +261,15 @@ def blockers(facts, paths, modprobe):
             found.append("the peer-memory symbol %s is not available (%s, and %s): only the ib_core of "
                          "NVIDIA MLNX_OFED or DOCA-OFED provides it; install one of them, or %s"
                          % (PEER_SYMBOL, where, index, DMABUF_HINT))
+    legacy = facts["legacy"]
+    if legacy["loaded"] or legacy["builtin"]:
+        found.append("nv_peer_mem is loaded: the legacy peer-memory module of MLNX_OFED's nvidia-peer-memory "
+                     "package, which nvidia_peermem replaces; NVIDIA's GPUDirect RDMA documentation says the two must "
+                     "not be loaded together (both register GPU memory with ib_core as a peer-memory client), so "
+                     "modprobe is not run: " + LEGACY_FIX + ", then run again")
+    for entry in facts["load_blockers"]:
+        if km.blocks_loading(entry):
+            found.append("modprobe would not load nvidia_peermem: " + km.describe_blocker(entry))
     if modprobe is None:
         found.append("modprobe is not installed (not found on PATH or in /sbin, /usr/sbin): install kmod")
     return found
@@ -214,6 +300,10 @@ def _base_result(facts):
         "persisted": False,
         "persist_files": [],
         "loaded_params": dict(facts["peermem"]["params"]),
+        "nv_peer_mem": {"loaded": facts["legacy"]["loaded"] or facts["legacy"]["builtin"],
+                        "persisted_by": list(facts["legacy_persistence"])},
+        "load_blockers": list(facts["load_blockers"]),
+        "cmdline_overrides": [],
         "restart_required": False,
         "pending": [],
         "plan": [],
@@ -264,6 +354,53 @@ def _persisted(paths, result):
     result["persisted"] = bool(files)
 
 
+def _not_owned(exc, partial):
+    action = "remove" if "remove" in (exc.strerror or "") else "overwrite"
+    return PeermemError("refusing to %s %s: it exists and was not written by gpufleet.tuning (no marker comment in "
+                        "its first lines); nothing was changed: move it away or rename it (this module writes and "
+                        "removes only the files it created)" % (action, exc.filename), partial)
+
+
+def _plan(paths, persist, wanted, result):
+    """managed_files.plan of our two files; a foreign file or an unreadable path is a clean failure."""
+    try:
+        return managed_files.plan(_wanted_files(paths, persist, wanted))
+    except managed_files.NotOwned as exc:
+        raise _not_owned(exc, dict(result))
+    except (OSError, IOError) as exc:
+        raise PeermemError("cannot read %s; nothing was changed" % fileops.describe(exc), dict(result))
+
+
+def _warn_present(params, facts, paths, result, wanted):
+    """Warnings of a present run: the legacy module's persistence, rules that run a command or
+    keep the boot-time load from happening, command-line options that win at boot."""
+    for item in facts["legacy_persistence"]:
+        result["warnings"].append("nv_peer_mem, the legacy module that conflicts with nvidia_peermem, is set to load "
+                                  "at boot (%s): %s" % (item, LEGACY_FIX))
+    if facts["peermem"]["loaded"] and result["nv_peer_mem"]["loaded"]:
+        result["warnings"].append("nv_peer_mem and nvidia_peermem are both loaded, which NVIDIA's documentation "
+                                  "rules out: " + LEGACY_FIX)
+    for entry in facts["load_blockers"]:
+        if entry["effect"] == "runs_command":
+            result["warnings"].append(km.describe_blocker(entry))
+        elif params["persist"] and (entry["effect"] == "blacklist" or km.blocks_loading(entry)):
+            result["warnings"].append("the modules-load.d entry will not load nvidia_peermem at boot: "
+                                      + km.describe_blocker(entry))
+    if not params["persist"]:
+        return
+    for item in km.cmdline_options(MODULE, paths.proc):
+        if item["param"] not in wanted:
+            continue
+        if item["value"] is not None and _same(wanted[item["param"]], item["value"]):
+            continue
+        result["cmdline_overrides"].append({"param": item["param"], "value": item["value"],
+                                            "configured": str(wanted[item["param"]]), "arg": item["arg"]})
+        result["warnings"].append("the kernel command line sets %s (/proc/cmdline) and kmod applies it after "
+                                  "modprobe.d: at boot nvidia_peermem loads with that value, not %s=%s; remove it "
+                                  "from the boot loader's command line or configure the same value"
+                                  % (item["arg"], item["param"], wanted[item["param"]]))
+
+
 def _run_present(params, wanted, facts, paths, result, modprobe, commands, check_mode):
     peermem = facts["peermem"]
     if params.get("only_with_rdma") and not facts["rdma_devices"]:
@@ -272,6 +409,7 @@ def _run_present(params, wanted, facts, paths, result, modprobe, commands, check
         _persisted(paths, result)
         return result
     present = peermem["loaded"] or peermem["builtin"]
+    _warn_present(params, facts, paths, result, wanted)
     if not present:
         problems = blockers(facts, paths, modprobe)
         if problems:
@@ -289,7 +427,7 @@ def _run_present(params, wanted, facts, paths, result, modprobe, commands, check
     if params["persist"] and wanted:
         _refuse_overriding_options(paths, result, wanted)
 
-    changes = managed_files.plan(_wanted_files(paths, params["persist"], wanted))
+    changes = _plan(paths, params["persist"], wanted, result)
     argv = None if present else [modprobe, MODULE] + ["%s=%s" % (k, wanted[k]) for k in sorted(wanted)]
     result["plan"] = [c.describe() for c in changes] + ([" ".join(["modprobe"] + argv[1:])] if argv else [])
     before_values = _runtime_values(present, dict((k, peermem["params"][k]) for k in wanted if k in peermem["params"]))
@@ -306,7 +444,7 @@ def _run_present(params, wanted, facts, paths, result, modprobe, commands, check
     try:
         managed_files.apply(changes, tx)
     except (OSError, IOError) as exc:
-        err = tx.abort("failed to write %s: %s" % (getattr(exc, "filename", None) or "", exc))
+        err = tx.abort("failed to write the persistence files: %s" % fileops.describe(exc))
         raise PeermemError(err.full_message(), dict(result, changed=False, loaded=present))
     if argv:
         result["loaded_params"] = _load(tx, argv, wanted, facts, paths, commands, dict(result, loaded=False))
@@ -358,7 +496,7 @@ def _load(tx, argv, wanted, facts, paths, commands, partial):
     """Run modprobe, then read /sys/module back; on any failure undo ``tx`` and raise."""
     outcome = commands.run(argv)
     if not outcome.ok:
-        err = tx.abort(_modprobe_failure(outcome, facts))
+        err = tx.abort(_modprobe_failure(outcome, facts, paths))
         raise PeermemError(err.full_message(), dict(partial, changed=False))
 
     def unload():
@@ -370,8 +508,14 @@ def _load(tx, argv, wanted, facts, paths, commands, partial):
     after = km.module_state(MODULE, paths.proc, paths.sys)
     problem = None
     if not after["loaded"]:
-        problem = ("modprobe nvidia_peermem exited 0 but /sys/module/nvidia_peermem does not exist "
-                   "(an install or blacklist rule in modprobe.d?)")
+        rules = [e for e in facts["load_blockers"] if e["effect"] != "blacklist"]
+        problem = "modprobe nvidia_peermem exited 0 but /sys/module/nvidia_peermem does not exist: "
+        if rules:
+            problem += "; ".join(km.describe_blocker(e) for e in rules)
+        else:
+            problem += ("no install or alias rule for nvidia_peermem in the modprobe.d directories (%s) explains it "
+                        "(a blacklist does not stop 'modprobe nvidia_peermem'); see dmesg"
+                        % ", ".join("/" + d for d in km.MODPROBE_D_DIRS))
     for key in sorted(wanted) if after["loaded"] else []:
         have = after["params"].get(key)
         if have is not None and not nvidia_driver.same_value(wanted[key], have):
@@ -394,13 +538,33 @@ def _predict_persisted(paths, result, persist):
     result["persisted"] = bool(result["persist_files"])
 
 
-def _modprobe_failure(outcome, facts):
+def _modprobe_failure(outcome, facts, paths):
     said = outcome.output
     text = outcome.describe()
     lowered = said.lower()
-    if "invalid argument" in lowered or "unknown symbol" in lowered:
-        text += ("; this usually means ib_core lacks %s (the in-box RDMA stack): nvidia_peermem needs "
-                 "MLNX_OFED or DOCA-OFED; see dmesg for the missing symbol" % PEER_SYMBOL)
+    if "invalid argument" in lowered or "unknown symbol" in lowered or "disagrees about version" in lowered:
+        # modprobe may have loaded ib_core as a dependency before it failed: look again.
+        now = km.kallsyms_lookup(PEER_SYMBOL, paths.proc)
+        symbol = facts["peer_symbol"]
+        if symbol["loaded"] or now["found"]:
+            provider = now["module"] or symbol["module"] or "the kernel"
+            text += ("; %s exports %s (/proc/kallsyms), so the peer-memory symbol is there: %s was built against "
+                     "another ib_core. The NVIDIA driver was built or installed before MLNX_OFED or DOCA-OFED, so its "
+                     "nvidia-peermem.ko carries the in-box ib_core's symbol versions (dmesg: 'disagrees about version "
+                     "of symbol'). Rebuild the driver's peermem module against the installed OFED: reinstall the "
+                     "NVIDIA driver after MLNX_OFED/DOCA-OFED, or rebuild its DKMS modules (dkms autoinstall, or dkms "
+                     "install --force nvidia/<version>), then load again"
+                     % (provider, PEER_SYMBOL, facts["ko"]["path"] or "nvidia-peermem.ko"))
+        elif symbol["installed_in"]:
+            text += ("; %s exports %s according to modules.symbols, but no loaded module does (/proc/kallsyms): "
+                     "see dmesg. 'disagrees about version of symbol' means nvidia-peermem.ko was built before "
+                     "MLNX_OFED or DOCA-OFED was installed and must be rebuilt against it (reinstall the NVIDIA "
+                     "driver, or dkms autoinstall); 'Unknown symbol' means the ib_core that loaded is the in-box one "
+                     "(restart the RDMA stack, openibd, or reboot)" % (", ".join(symbol["installed_in"]), PEER_SYMBOL))
+        else:
+            text += ("; no loaded module exports %s (/proc/kallsyms): the ib_core that modprobe loads is the in-box "
+                     "one, which lacks the peer-memory symbol; nvidia_peermem needs the ib_core of MLNX_OFED or "
+                     "DOCA-OFED (or %s); see dmesg for the missing symbol" % (PEER_SYMBOL, DMABUF_HINT))
     elif "not found in directory" in lowered:
         ko = facts["ko"]["path"]
         text += ("; modprobe looks only at modules.dep of the running kernel%s"
@@ -428,7 +592,7 @@ def _run_absent(params, facts, paths, result, modprobe, commands, check_mode):
         if modprobe is None:
             raise PeermemError("modprobe is not installed (not found on PATH or in /sbin, /usr/sbin), so "
                                "nvidia_peermem cannot be unloaded: install kmod; nothing was changed", dict(result))
-    changes = managed_files.plan(_wanted_files(paths, False, {}))
+    changes = _plan(paths, False, {}, result)
     argv = [modprobe, "-r", MODULE] if unload else None
     plan = [c.describe() for c in changes]
     if argv:
@@ -448,7 +612,7 @@ def _run_absent(params, facts, paths, result, modprobe, commands, check_mode):
     try:
         managed_files.apply(changes, tx)
     except (OSError, IOError) as exc:
-        err = tx.abort("failed to remove %s: %s" % (getattr(exc, "filename", None) or "", exc))
+        err = tx.abort("failed to remove the persistence files: %s" % fileops.describe(exc))
         raise PeermemError(err.full_message(), dict(result, changed=False))
     if argv:
         outcome = commands.run(argv)

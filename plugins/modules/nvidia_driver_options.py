@@ -28,6 +28,24 @@ description:
     value makes the task fail (that file would win); one read before it is reported.
   - Options known to be risky on inference nodes are refused unless O(allow_risky=true); see
     O(allow_risky) for the list and why.
+  - Every value is checked against the type the driver declares for it in nv-reg.h. The numeric
+    C(NVreg_) parameters are signed C(int) module parameters (-2147483648 to 2147483647, as
+    decimal, C(0x) hex or C(0)-prefixed octal), the others C(charp) strings of at most 1024
+    bytes. A value the kernel would not parse makes it refuse the whole nvidia module at load,
+    so the node would boot without GPUs, and such values are refused before anything is written.
+  - The module writes and removes only a file it created (its first line names
+    gpufleet.tuning). An existing file without that marker (the distribution's
+    C(nvidia.conf), for instance) is refused unless O(adopt=true).
+  - An option the running kernel command line also sets (C(nvidia.NVreg_X=...) in
+    C(/proc/cmdline)) to another value is reported in RV(cmdline_overrides) with a warning and
+    never as pending, since kmod applies command-line options after every modprobe.d file, so the
+    file's value never takes effect while the boot line keeps it. This is a warning and not a
+    failure because the fix (removing it from the boot loader's command line) reaches
+    C(/proc/cmdline) only after a reboot, which a failure here would block.
+  - Rules that keep the driver from loading or change what loading means (C(install nvidia ...),
+    C(alias nvidia ...), C(blacklist nvidia), C(module_blacklist=) and C(modprobe.blacklist=)
+    on the command line) are reported in RV(load_blockers) with a warning. When the driver
+    cannot load through modprobe at all, nothing is reported as pending a reboot.
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -45,9 +63,20 @@ options:
   options:
     description:
       - NVIDIA driver options, named as on the modprobe command line (C(NVreg_EnableMSI)), mapped
-        to integers (0 to 4294967295), booleans (written 1/0) or strings.
-      - Names are case-sensitive; an option the running driver does not know is reported in
-        RV(unverified) with a warning.
+        to integers, booleans (written 1/0) or strings.
+      - Numeric parameters are the kernel's signed C(int) (-2147483648 to 2147483647; an all-ones
+        value such as C(NVreg_ResmanDebugLevel) is written C(-1), which
+        C(/proc/driver/nvidia/params) prints as 4294967295). Strings for them must read as such
+        an integer (C(0x10), C(010), C(-1)); floats (including C(nan)) are refused.
+      - String (C(charp)) parameters (C(NVreg_RegistryDwords), C(NVreg_RegistryDwordsPerDevice),
+        C(NVreg_RmNvlinkBandwidth), C(NVreg_ExcludedGpus), C(NVreg_TemporaryFilePath),
+        C(NVreg_CoherentGPUMemoryMode), C(NVreg_GpuBlacklist), C(NVreg_RmMsg)) take a string of at
+        most 1024 bytes.
+      - Names are case-sensitive; a different capitalisation of a known parameter, and
+        C(NVreg_RmProfilingAdminOnly) (the name the params file prints for
+        C(NVreg_RestrictProfilingToAdminUsers)), are refused because the kernel would ignore them.
+        A name the module does not know (another driver version) is written with a warning; a
+        numeric value for it must still be a valid C(int).
     type: dict
     default: {}
   state:
@@ -73,6 +102,16 @@ options:
     type: str
     choices: [auto, update-initramfs, dracut, none]
     default: auto
+  adopt:
+    description:
+      - Take over an existing O(filename) that this collection did not write (it lacks the
+        gpufleet.tuning marker comment). V(true) overwrites it (or, with O(state=absent) or no
+        options, removes it); every other line of it (such as C(blacklist nouveau)) is lost, and a
+        warning lists them.
+      - V(false) refuses such a file, changes nothing and fails with its path; choose another
+        O(filename) instead.
+    type: bool
+    default: false
   allow_risky:
     description:
       - Apply options on the risky list instead of refusing them. The list, and why each is risky
@@ -84,9 +123,12 @@ options:
         meant only for specific coherent systems).
       - C(NVreg_DmaRemapPeerMmio=0) (peer memory is no longer mapped through the IOMMU, so
         peer-to-peer and GPUDirect RDMA fault unless C(iommu=pt)).
-      - C(NVreg_NvLinkDisable) other than 0, C(NVreg_RmNvlinkBandwidth) other than C(FULL),
-        C(NVreg_RmNvlinkBandwidthLinkCount) other than 0 (NVLink off or throttled, so
-        peer-to-peer traffic slows or falls back to PCIe).
+      - C(NVreg_NvLinkDisable) other than 0, C(NVreg_RmNvlinkBandwidth) that the driver reads as
+        another mode than C(FULL), C(NVreg_RmNvlinkBandwidthLinkCount) other than 0 (NVLink off or
+        throttled, so peer-to-peer traffic slows or falls back to PCIe). The driver compares
+        C(NVreg_RmNvlinkBandwidth) with C(OFF), C(MIN), C(HALF), C(3QUARTER) and C(LINKCOUNT)
+        over the given characters only, case-sensitively, so C(O) or an empty value mean C(OFF),
+        and a value it does not match (C(half)) leaves C(FULL), with a warning.
       - C(NVreg_EnableGpuFirmware) with the GSP firmware off (the open kernel modules and
         Hopper/Blackwell GPUs need it; the driver fails to initialize them).
       - C(NVreg_EnableMSI=0) (legacy shared INTx interrupts).
@@ -128,6 +170,18 @@ EXAMPLES = r"""
 - name: Remove the file (the driver keeps its values until the next reboot)
   gpufleet.tuning.nvidia_driver_options:
     state: absent
+
+- name: An all-ones 32-bit value is written as -1 (the parameters are signed int)
+  gpufleet.tuning.nvidia_driver_options:
+    options:
+      NVreg_ResmanDebugLevel: -1
+
+- name: Take over a file of that name that an operator wrote by hand (its other lines are lost)
+  gpufleet.tuning.nvidia_driver_options:
+    filename: local-nvidia.conf
+    adopt: true
+    options:
+      NVreg_EnableStreamMemOPs: 1
 """
 
 RETURN = r"""
@@ -161,7 +215,9 @@ reboot_required:
   returned: always
   type: bool
 pending:
-  description: One line per change that waits for the next driver load (a reboot).
+  description: One line per change that waits for the next driver load (a reboot). Options the
+    kernel command line overrides (RV(cmdline_overrides)) are never listed, and nothing is
+    listed while a rule keeps the driver from loading (RV(load_blockers)).
   returned: always
   type: list
   elements: str
@@ -183,6 +239,57 @@ conflicts:
   returned: always
   type: list
   elements: dict
+cmdline_overrides:
+  description: Options of O(options) that the running kernel command line (C(/proc/cmdline))
+    sets to another value; the command line wins at every load, so these never take effect
+    from the file and are not counted in RV(pending).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    param:
+      description: The option.
+      type: str
+    value:
+      description: The value on the command line (null for a bare C(nvidia.NVreg_X)).
+      type: str
+    configured:
+      description: The value this module writes.
+      type: str
+    arg:
+      description: The command-line argument as written.
+      type: str
+  sample: [{"param": "NVreg_EnableMSI", "value": "0", "configured": "1", "arg": "nvidia.NVreg_EnableMSI=0"}]
+load_blockers:
+  description: Rules in modprobe.d (every directory kmod reads) and on the running kernel command
+    line that keep the nvidia module from loading, or change what loading it means.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: The file (or C(/proc/cmdline)).
+      type: str
+    line:
+      description: The line number in the file; null for the command line.
+      type: int
+    rule:
+      description: The rule as written.
+      type: str
+    effect:
+      description:
+        - V(never_loads) (an install command that loads nothing, or C(module_blacklist=)),
+          V(redirected) (an alias sends C(modprobe nvidia) to another module),
+          V(runs_command) (another install command), V(loads_via_command) (an install command
+          that loads it with C(modprobe --ignore-install)), or V(blacklist) (autoload at boot,
+          systemd-modules-load and C(modprobe -b) skip it; a plain C(modprobe nvidia) still
+          loads it).
+      type: str
+    meaning:
+      description: What the rule does, in words.
+      type: str
+  sample: [{"path": "/etc/modprobe.d/disable-gpu.conf", "line": 1, "rule": "install nvidia /bin/false",
+            "effect": "never_loads", "meaning": "modprobe runs '/bin/false' instead of loading nvidia ..."}]
 initramfs:
   description: The initramfs rebuild.
   returned: always
@@ -229,6 +336,7 @@ def main():
             filename=dict(type="str", default=nvidia_driver_options.DEFAULT_FILENAME),
             initramfs=dict(type="str", default="auto", choices=["auto", "update-initramfs", "dracut", "none"]),
             allow_risky=dict(type="bool", default=False),
+            adopt=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )

@@ -32,6 +32,23 @@ description:
     RV(restart_required) and RV(pending) instead.
   - After loading, the module reads C(/sys/module/nvidia_peermem) back; a failure restores the
     files this call wrote.
+  - When the peer-memory symbol is exported (C(/proc/kallsyms), read again after a failure) and
+    modprobe still fails with C(Invalid argument) or C(Unknown symbol), the message says that
+    C(nvidia-peermem.ko) was built against another ib_core (the NVIDIA driver was installed
+    before MLNX_OFED/DOCA-OFED) and must be rebuilt, not that ib_core lacks the symbol.
+  - The legacy C(nv_peer_mem) module (MLNX_OFED's nvidia-peer-memory package) must not be
+    loaded together with C(nvidia_peermem). While it is loaded, modprobe is not run and the task
+    fails with the fix (with O(require=false), RV(needed=false) and the reason). A boot-time load of
+    it (a modules-load.d entry, or the package's C(/etc/init.d/nv_peer_mem) with C(ONBOOT=yes))
+    is a warning.
+  - Rules about C(nvidia_peermem) in modprobe.d and on the kernel command line are reported in
+    RV(load_blockers). An C(install) command that loads nothing (C(/bin/true), C(/bin/false)),
+    an C(alias) to another module or C(module_blacklist=) keep modprobe from loading it (a
+    blocker, like a missing symbol); a C(blacklist) makes systemd-modules-load skip the
+    modules-load.d entry at boot (a warning, since the C(modprobe nvidia_peermem) run here still
+    loads it).
+  - The module writes and removes only its own two files (their first line names
+    gpufleet.tuning); a file without that marker at one of those paths is refused with its path.
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -67,13 +84,20 @@ options:
       - C(peerdirect_support) is V(0) (default of the driver) or V(1) (legacy PeerDirect, for
         MLNX_OFED 4.9 LTS). C(persistent_api_support) is V(1) (default of the driver) or V(0)
         (the legacy non-persistent API).
-      - Other keys are refused before anything is read.
+      - Other keys are refused before anything is read, and so is a parameter given twice with
+        C(-) and C(_) (C(peerdirect-support) and C(peerdirect_support)), which the kernel reads
+        as one name. Values are read as the kernel reads an int (C(0x1), C(true) are 1); floats
+        are refused.
+      - Options for it on the kernel command line (C(nvidia_peermem.peerdirect_support=...)) win
+        over the persisted modprobe.d line at boot; a different value there is reported in
+        RV(cmdline_overrides) with a warning.
     type: dict
     default: {}
   require:
     description:
       - V(true) fails when the module cannot work on this node (no NVIDIA driver, no
-        C(nvidia-peermem.ko) modprobe can load, no peer-memory symbol, no modprobe, a container).
+        C(nvidia-peermem.ko) modprobe can load, no peer-memory symbol, no modprobe, a container,
+        the legacy C(nv_peer_mem) loaded, a modprobe.d rule that keeps it from loading).
       - V(false) reports such a node as RV(needed=false) with RV(reason), changes nothing and
         does not fail.
     type: bool
@@ -209,6 +233,40 @@ loaded_params:
   returned: always
   type: dict
   sample: {"peerdirect_support": "0", "persistent_api_support": "1"}
+nv_peer_mem:
+  description: The legacy C(nv_peer_mem) module of MLNX_OFED's nvidia-peer-memory package, which
+    conflicts with nvidia_peermem.
+  returned: always
+  type: dict
+  contains:
+    loaded:
+      description: Whether it is loaded (then nvidia_peermem is not loaded by this module).
+      type: bool
+    persisted_by:
+      description: What loads it at boot (modules-load.d entries, the package's service with
+        C(ONBOOT=yes), an enabled C(nv_peer_mem.service)).
+      type: list
+      elements: str
+  sample: {"loaded": false, "persisted_by": []}
+load_blockers:
+  description: Rules in modprobe.d (every directory kmod reads) and on the running kernel command
+    line about nvidia_peermem, each with C(path), C(line) (null for the command line), C(rule),
+    C(effect) (V(never_loads), V(redirected), V(runs_command), V(loads_via_command) or
+    V(blacklist)) and C(meaning); see gpufleet.tuning.nvidia_driver_options for the effects.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"path": "/etc/modprobe.d/rdma.conf", "line": 2, "rule": "blacklist nvidia_peermem",
+            "effect": "blacklist", "meaning": "nvidia_peermem is not loaded through its aliases ..."}]
+cmdline_overrides:
+  description: Parameters of O(params) that the running kernel command line sets to another value
+    (they win over the persisted modprobe.d line at boot), each with C(param), C(value),
+    C(configured) and C(arg); only with O(persist=true).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"param": "peerdirect_support", "value": "0", "configured": "1",
+            "arg": "nvidia_peermem.peerdirect_support=0"}]
 restart_required:
   description: True when O(params) differ from those the loaded module runs with; a reload of
     nvidia_peermem applies them.

@@ -2,7 +2,8 @@
 .modinfo section, and fake executables (modprobe, update-initramfs, dracut) put first on PATH.
 
 The fake executables are shell scripts that append their command line to ``$FAKE_LOG`` and can
-be told to fail with a given message (``$FAKE_<NAME>_FAIL``). The fake modprobe also does what
+be told to fail with a given message (``$FAKE_<NAME>_FAIL``; a failing modprobe first appends
+``$FAKE_MODPROBE_ADD_SYMBOL`` to /proc/kallsyms, as a dependency it loaded would). The fake modprobe also does what
 the kernel would show afterwards: it creates or removes ``/sys/module/<m>`` and its
 ``/proc/modules`` line under ``$FAKE_ROOT``, so the modules' read-back is exercised.
 """
@@ -85,11 +86,17 @@ def kallsyms(with_peer_symbol, module="ib_core"):
     return "\n".join(lines) + "\n"
 
 
+CMDLINE = "BOOT_IMAGE=/boot/vmlinuz-%s root=UUID=0b1c ro quiet" % RELEASE
+
+
 def gpu_node(root, driver=True, ib_core=False, peer_symbol=False, peermem_loaded=False,
-             ko="dep", rdma=(), provider=False, peermem_params=None, release=RELEASE):
+             ko="dep", rdma=(), provider=False, peermem_params=None, release=RELEASE,
+             legacy_loaded=False, cmdline=CMDLINE):
     """Build a node: ``ko`` is 'dep' (in modules.dep), 'extra' (/usr/local/nvidia/modules only),
-    'tree' (under /lib/modules but not indexed) or None."""
+    'tree' (under /lib/modules but not indexed) or None. ``legacy_loaded`` loads MLNX_OFED's
+    nv_peer_mem; ``cmdline`` is /proc/cmdline (without its newline)."""
     files = {
+        "proc/cmdline": cmdline + "\n",
         "proc/sys/kernel/osrelease": release + "\n",
         "proc/self/uid_map": "         0          0 4294967295\n",
         "proc/kallsyms": kallsyms(peer_symbol),
@@ -118,6 +125,10 @@ def gpu_node(root, driver=True, ib_core=False, peer_symbol=False, peermem_loaded
         files["sys/module/nvidia_peermem/version"] = DRIVER_VERSION + "\n"
         for key, value in (peermem_params or {"peerdirect_support": "0", "persistent_api_support": "1"}).items():
             files["sys/module/nvidia_peermem/parameters/%s" % key] = "%s\n" % value
+    if legacy_loaded:
+        modules.append("nv_peer_mem 16384 0 - Live 0x0000000000000000 (OE)")
+        files["sys/module/nv_peer_mem/initstate"] = "live\n"
+        files["sys/module/nv_peer_mem/refcnt"] = "0\n"
     files["proc/modules"] = "\n".join(modules) + "\n"
     for name in rdma:
         files["sys/class/infiniband/%s/node_type" % name] = "1: CA\n"
@@ -148,6 +159,8 @@ def gpu_node(root, driver=True, ib_core=False, peer_symbol=False, peermem_loaded
 MODPROBE = r"""#!/bin/sh
 echo "modprobe $*" >> "$FAKE_LOG"
 if [ -n "$FAKE_MODPROBE_FAIL" ]; then
+    # A dependency (ib_core) loaded before the module itself failed: its symbols appear.
+    [ -n "$FAKE_MODPROBE_ADD_SYMBOL" ] && printf '%s\n' "$FAKE_MODPROBE_ADD_SYMBOL" >> "$FAKE_ROOT/proc/kallsyms"
     echo "$FAKE_MODPROBE_FAIL" >&2
     exit 1
 fi

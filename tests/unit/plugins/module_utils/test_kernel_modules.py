@@ -239,3 +239,173 @@ def test_kernel_release(tmp_path):
     write_tree(tmp_path, {"proc/sys/kernel/osrelease": "6.18.44-fc-v782\n"})
     assert km.kernel_release(str(tmp_path / "proc")) == "6.18.44-fc-v782"
     assert km.kernel_release(str(tmp_path / "none")) is None
+
+
+# --- values as the kernel parses them (lib/kstrtox.c, kernel/params.c) ------------------------
+
+@pytest.mark.parametrize("value,number", [
+    (0, 0), (True, 1), (False, 0), (-1, -1), (2147483647, 2147483647), (-2147483648, -2147483648),
+    ("0", 0), ("00", 0), ("-0", 0), ("+5", 5), ("017", 15), ("0x1f", 31), ("0X1F", 31), ("-0x10", -16),
+    ("0x7fffffff", 2147483647), ("-2147483648", -2147483648), ("-020000000000", -2147483648),
+])
+def test_kernel_integer_accepts_what_kstrtoint_accepts(value, number):
+    assert km.kernel_integer(value, "int") == number
+
+
+@pytest.mark.parametrize("value,why", [
+    (2147483648, "out of range"), ("2147483648", "out of range"), ("0x80000000", "out of range"),
+    ("020000000000", "out of range"), (-2147483649, "out of range"), ("4294967295", "out of range"),
+    ("0xffffffff", "out of range"), ("99999999999999999999999", "overflows 64 bits"),
+    ("", "no digits"), ("-", "no digits"), ("0x", "'x' is not a digit of an octal number"),
+    ("08", "'8' is not a digit of an octal number"), ("1.5", "'.' is not a digit"), ("1e3", "'e' is not a digit"),
+    ("nan", "'n' is not a digit"), ("inf", "'i' is not a digit"), (" 1", "' ' is not a digit"),
+    ("1 ", "' ' is not a digit"), ("1_000", "'_' is not a digit"), ("0o17", "'o' is not a digit"),
+    ("0b1", "'b' is not a digit"), ("+-1", "'-' is not a digit"), ("-+1", "'+' is not a digit"),
+    ("--1", "'-' is not a digit"), ("\u0663", "is not a digit"), ("yes", "'y' is not a digit"),
+    (1.0, "floating-point"), (float("nan"), "floating-point"), (float("inf"), "floating-point"),
+    ([1], "a list is not an integer"), (None, "a NoneType is not an integer"),
+])
+def test_kernel_integer_refuses_what_the_kernel_refuses(value, why):
+    with pytest.raises(km.OptionError) as exc:
+        km.kernel_integer(value, "int")
+    assert why in str(exc.value)
+    assert "-2147483648 to 2147483647" in str(exc.value)
+
+
+def test_kernel_integer_other_types():
+    assert km.kernel_integer("4294967295", "uint") == 4294967295
+    assert km.kernel_integer("0xffffffffffffffff", "ulong") == 2 ** 64 - 1
+    assert km.kernel_integer("-9223372036854775808", "long") == -2 ** 63
+    for value, kind in (("-1", "uint"), ("4294967296", "uint"), ("256", "byte"), ("-32769", "short"),
+                        ("9223372036854775808", "long"), ("-1", "ulong")):
+        with pytest.raises(km.OptionError):
+            km.kernel_integer(value, kind)
+
+
+@pytest.mark.parametrize("value,numeric", [
+    (1, True), (1.5, True), (True, True), ("0x10", True), ("-3", True), (".5", True), ("nan", True),
+    ("inf", True), ("1e3", True), ("FULL", False), ("A=1;B=2", False), ("", False), ("/var/tmp", False),
+    ("GPU-1234", False), (None, False),
+])
+def test_looks_numeric(value, numeric):
+    assert km.looks_numeric(value) is numeric
+
+
+def test_check_param_value_charp_and_bool():
+    assert km.check_param_value("A=1;B=2", "charp") == "A=1;B=2"
+    assert km.check_param_value(5, "charp") == "5"
+    assert km.check_param_value("x" * 1024, "charp") == "x" * 1024
+    with pytest.raises(km.OptionError) as exc:
+        km.check_param_value("x" * 1025, "charp")
+    assert "at most 1024 bytes" in str(exc.value) and "1025" in str(exc.value)
+    with pytest.raises(km.OptionError):
+        km.check_param_value("\u00e9" * 513, "charp")  # 1026 bytes in UTF-8
+    with pytest.raises(km.OptionError):
+        km.check_param_value(True, "charp")
+    assert km.check_param_value("on", "bool") == 1 and km.check_param_value("N", "bool") == 0
+    with pytest.raises(km.OptionError):
+        km.check_param_value("maybe", "bool")
+    assert km.check_param_value("0x10", "int") == 16
+
+
+def test_format_value_refuses_undecodable_text():
+    with pytest.raises(km.OptionError) as exc:
+        km.format_value("a\udcffb")
+    assert "UTF-8" in str(exc.value)
+
+
+def test_numbered_lines_keep_the_first_line_of_a_continuation():
+    text = "# comment\n\nblacklist a\noptions b x=1 \\\n  y=2\n  install c /bin/false\n"
+    assert km.numbered_lines(text) == [(3, "blacklist a"), (4, "options b x=1   y=2"), (6, "install c /bin/false")]
+    assert km.logical_lines(text) == ["blacklist a", "options b x=1   y=2", "install c /bin/false"]
+
+
+# --- load blockers and command-line options ------------------------------------------------
+
+def _blockers(tmp_path, files, module="nvidia"):
+    write_tree(tmp_path, files)
+    return [(os.path.relpath(b["path"], str(tmp_path)), b["line"], b["rule"], b["effect"])
+            for b in km.load_blockers(module, str(tmp_path))]
+
+
+def test_load_blockers_in_every_modprobe_d_directory(tmp_path):
+    found = _blockers(tmp_path, {
+        "etc/modprobe.d/a-disable.conf": "# install nvidia /bin/true\ninstall nvidia /bin/false\n",
+        "run/modprobe.d/b-noop.conf": "install  nvidia\t/bin/true\n",
+        "usr/lib/modprobe.d/c-bl.conf": "blacklist nouveau\nblacklist nvidia\n",
+        "lib/modprobe.d/d-dash.conf": "blacklist nvidia-drm\n",  # another module
+        "usr/local/lib/modprobe.d/e-alias.conf": "alias nvidia off\nalias nvidia nvidia\n",
+        "etc/modprobe.d/f-cmd.conf": "install nvidia /sbin/modprobe --ignore-install nvidia $CMDLINE_OPTS; "
+                                     "/sbin/modprobe nvidia-uvm\n",
+        "etc/modprobe.d/g-script.conf": "install nvidia /usr/local/sbin/load-nvidia.sh\n",
+        "etc/modprobe.d/h-README": "install nvidia /bin/false\n",  # not a .conf file: kmod skips it
+        "proc/cmdline": "root=/dev/sda1 quiet\n",
+    })
+    assert found == [
+        ("etc/modprobe.d/a-disable.conf", 2, "install nvidia /bin/false", "never_loads"),
+        ("run/modprobe.d/b-noop.conf", 1, "install  nvidia\t/bin/true", "never_loads"),
+        ("usr/lib/modprobe.d/c-bl.conf", 2, "blacklist nvidia", "blacklist"),
+        ("usr/local/lib/modprobe.d/e-alias.conf", 1, "alias nvidia off", "redirected"),
+        ("etc/modprobe.d/f-cmd.conf", 1, "install nvidia /sbin/modprobe --ignore-install nvidia $CMDLINE_OPTS; "
+                                         "/sbin/modprobe nvidia-uvm", "loads_via_command"),
+        ("etc/modprobe.d/g-script.conf", 1, "install nvidia /usr/local/sbin/load-nvidia.sh", "runs_command"),
+    ]
+
+
+def test_load_blockers_meanings_are_precise(tmp_path):
+    write_tree(tmp_path, {"etc/modprobe.d/x.conf": "blacklist nvidia\ninstall nvidia /bin/false\n"
+                                                   "install nvidia /bin/true\n"})
+    blacklist, false, true = km.load_blockers("nvidia", str(tmp_path))
+    assert "a plain 'modprobe nvidia'" in blacklist["meaning"] and "still load it" in blacklist["meaning"]
+    assert "udev" in blacklist["meaning"] and "systemd-modules-load" in blacklist["meaning"]
+    assert not km.blocks_loading(blacklist)
+    assert "modprobe fails" in false["meaning"] and "options never apply" in false["meaning"]
+    assert "modprobe reports success" in true["meaning"]
+    assert km.blocks_loading(false) and km.blocks_loading(true)
+    assert km.describe_blocker(false).startswith(str(tmp_path / "etc/modprobe.d/x.conf") + ":2: 'install nvidia")
+
+
+def test_load_blockers_dash_and_underscore_spellings(tmp_path):
+    found = _blockers(tmp_path, {
+        "etc/modprobe.d/rdma.conf": "blacklist nvidia-peermem\ninstall nvidia_peermem /bin/true\n"
+                                    "alias nvidia-peer* off\n",
+    }, module="nvidia-peermem")
+    assert [f[3] for f in found] == ["blacklist", "never_loads", "redirected"]
+
+
+def test_load_blockers_follow_kmod_masking(tmp_path):
+    found = _blockers(tmp_path, {
+        "lib/modprobe.d/nvidia.conf": "install nvidia /bin/false\n",
+        "etc/modprobe.d/nvidia.conf": "options nvidia NVreg_EnableMSI=1\n",  # hides /lib's file
+    })
+    assert found == []
+
+
+def test_load_blockers_on_the_kernel_command_line(tmp_path):
+    found = _blockers(tmp_path, {"proc/cmdline": "root=/dev/sda1 module_blacklist=nouveau,nvidia "
+                                                 "modprobe.blacklist=nvidia_drm,nvidia -- module_blacklist=x\n"})
+    assert found == [("proc/cmdline", None, "module_blacklist=nouveau,nvidia", "never_loads"),
+                     ("proc/cmdline", None, "modprobe.blacklist=nvidia_drm,nvidia", "blacklist")]
+    # The kernel and kmod compare these lists as written: nvidia-peermem is not nvidia_peermem there.
+    assert _blockers(tmp_path, {"proc/cmdline": "module_blacklist=nvidia-peermem\n"}, "nvidia_peermem") == []
+    assert _blockers(tmp_path, {"proc/cmdline": "module_blacklist=nvidia_peermem\n"}, "nvidia-peermem")[0][3] \
+        == "never_loads"
+
+
+def test_load_blockers_without_config(tmp_path):
+    assert km.load_blockers("nvidia", str(tmp_path)) == []
+
+
+def test_cmdline_options_read_like_kmod(tmp_path):
+    write_tree(tmp_path, {"proc/cmdline": (
+        'BOOT_IMAGE=/vmlinuz root=/dev/sda1 nvidia.NVreg_EnableMSI=0 nvidia-drm.modeset=1 '
+        'nvidia.NVreg-EnableStreamMemOPs=1 "nvidia.NVreg_RegistryDwords=A=1;B 2" '
+        'nvidia.NVreg_TemporaryFilePath="/var/tmp x" nvidia.NVreg_Flag nvidia.a.b=1 nvidia=1 '
+        'x.nvidia.NVreg_X=1 nvidia.NVreg_Dup=1 -- nvidia.NVreg_Dup=2\n')})
+    found = km.cmdline_options("nvidia", str(tmp_path / "proc"))
+    assert [(f["param"], f["value"]) for f in found] == [
+        ("NVreg_EnableMSI", "0"), ("NVreg_EnableStreamMemOPs", "1"), ("NVreg_RegistryDwords", "A=1;B 2"),
+        ("NVreg_TemporaryFilePath", "/var/tmp x"), ("NVreg_Flag", None), ("NVreg_Dup", "1"), ("NVreg_Dup", "2")]
+    assert found[2]["arg"] == '"nvidia.NVreg_RegistryDwords=A=1;B 2"'
+    assert [f["param"] for f in km.cmdline_options("nvidia_drm", str(tmp_path / "proc"))] == ["modeset"]
+    assert km.cmdline_options("nvidia", str(tmp_path / "none")) == []

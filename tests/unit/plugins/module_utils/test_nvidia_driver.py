@@ -46,6 +46,43 @@ def test_parse_params_keeps_quoted_strings_whole():
     (1, "1", True), ("0x1", "1", True), (True, "1", True), ("010", "8", True), ("2", "1", False),
     ("A=1;B=2", "A=1;B=2", True), ('"A=1"', "A=1", True), ("", "", True), ("FULL", "HALF", False),
     (4294967295, "4294967295", True),
+    # The driver prints its 32-bit values unsigned (%u): -1 configured is 4294967295 running.
+    (-1, "4294967295", True), ("-1", "4294967295", True), ("-0x1", "4294967295", True), (-2, "4294967295", False),
+    ("0xFFFFFFFF", "4294967295", True), (" 1", "1", True), ("1_0", "10", False), ("1.0", "1", False),
+    (1.0, "1", False), (float("nan"), "0", False), ("0o17", "15", False), (-1, "-1", True),
+    (4294967296, "0", False),
 ])
 def test_same_value(configured, running, same):
     assert nvidia_driver.same_value(configured, running) is same
+
+
+def test_as_number_reads_like_the_kernel():
+    assert nvidia_driver.as_number("0x10") == 16 and nvidia_driver.as_number("010") == 8
+    assert nvidia_driver.as_number(True) == 1 and nvidia_driver.as_number(" 7\n") == 7
+    for value in ("1_0", "0o7", "0b1", "\u0663", "1.5", 1.5, float("nan"), "nan", "", "FULL"):
+        assert nvidia_driver.as_number(value) is None, value
+
+
+def test_param_table_follows_nv_reg_h():
+    types = nvidia_driver.PARAM_TYPES
+    assert set(types.values()) == {"int", "charp"}  # no uint, ulong or bool NVreg_ parameter exists
+    assert len(types) == 52
+    for name in ("NVreg_RegistryDwords", "NVreg_RegistryDwordsPerDevice", "NVreg_RmNvlinkBandwidth",
+                 "NVreg_ExcludedGpus", "NVreg_TemporaryFilePath", "NVreg_CoherentGPUMemoryMode", "NVreg_RmMsg",
+                 "NVreg_GpuBlacklist"):
+        assert types[name] == "charp", name
+    for name in ("NVreg_EnableMSI", "NVreg_ResmanDebugLevel", "NVreg_RestrictProfilingToAdminUsers",
+                 "NVreg_EnablePCIERelaxedOrderingMode", "NVreg_RmNvlinkBandwidthLinkCount", "NVreg_DeviceFileMode",
+                 "NVreg_ImexChannelCount", "NVreg_EnableGpuFirmware"):
+        assert types[name] == "int", name
+    assert "NVreg_RmProfilingAdminOnly" not in types  # printed in params, not a module parameter
+    assert nvidia_driver.NOT_PARAMETERS == {"NVreg_RmProfilingAdminOnly": "NVreg_RestrictProfilingToAdminUsers"}
+
+
+@pytest.mark.parametrize("value,mode", [
+    ("FULL", "FULL"), ("OFF", "OFF"), ("O", "OFF"), ("", "OFF"), ("MIN", "MIN"), ("H", "HALF"),
+    ("3QUARTER", "3QUARTER"), ("3", "3QUARTER"), ("LINKCOUNT", "LINKCOUNT"), ("off", "FULL"), ("HALF ", "FULL"),
+    ("OFFX", "FULL"), ("full", "FULL"),
+])
+def test_nvlink_bandwidth_mode_as_the_driver_compares(value, mode):
+    assert nvidia_driver.nvlink_bandwidth_mode(value) == mode

@@ -1,10 +1,13 @@
 """The NVIDIA driver options engine: the modprobe.d file, risky options, the initramfs rebuild
 with fake update-initramfs/dracut first on PATH, and the running-versus-configured comparison."""
 
+import errno
 import os
 
 import pytest
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options as do
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
@@ -201,6 +204,10 @@ def test_empty_options_without_file_do_nothing(node):
     ("NVreg_DmaRemapPeerMmio", 0, "IOMMU"),
     ("NVreg_NvLinkDisable", 1, "NVLink is not trained"),
     ("NVreg_RmNvlinkBandwidth", "HALF", "caps NVLink"),
+    ("NVreg_RmNvlinkBandwidth", "", "caps NVLink"),    # the driver matches an empty value to OFF
+    ("NVreg_RmNvlinkBandwidth", "O", "caps NVLink"),   # a prefix of OFF
+    ("NVreg_RmNvlinkBandwidth", "3Q", "caps NVLink"),
+    ("NVreg_RmNvlinkBandwidth", "LINKCOUNT", "caps NVLink"),
     ("NVreg_RmNvlinkBandwidthLinkCount", 2, "NVLink links"),
     ("NVreg_EnableGpuFirmware", 0, "GSP firmware off"),
     ("NVreg_EnableGpuFirmware", "0x10", "GSP firmware off"),
@@ -232,8 +239,8 @@ def test_safe_values_of_risky_options_pass(node, name, value):
 
 @pytest.mark.parametrize("options,needle", [
     ({"EnableMSI": 1}, "option 'EnableMSI' is not valid: NVIDIA driver options are named NVreg_<Name>"),
-    ({"NVreg_EnableMSI": -1}, "unsigned 32-bit"),
-    ({"NVreg_EnableMSI": 4294967296}, "unsigned 32-bit"),
+    ({"NVreg_EnableMSI": -2147483649}, "-2147483648 to 2147483647"),
+    ({"NVreg_EnableMSI": 4294967296}, "-2147483648 to 2147483647"),
     ({"NVreg_EnableMSI": 1.5}, "give an integer, a boolean or a string"),
     ({"NVreg_EnableMSI": None}, "give an integer, a boolean or a string"),
     ({"NVreg_RegistryDwords": 'A="1"'}, "double quote"),
@@ -241,18 +248,18 @@ def test_safe_values_of_risky_options_pass(node, name, value):
 ])
 def test_invalid_options_fail_before_anything(node, options, needle):
     root, paths, fake = node()
+    before = snapshot(root)
     with pytest.raises(do.OptionsError) as exc:
         run(paths, options=options)
     assert needle in exc.value.message and "nothing was changed" in exc.value.message
-    assert not (root / FILE).exists() and fake.calls() == []
+    assert not (root / FILE).exists() and fake.calls() == [] and snapshot(root) == before
 
 
-@pytest.mark.parametrize("filename", ["../evil.conf", "nvidia", "a/b.conf", ".hidden.conf", ""])
+@pytest.mark.parametrize("filename", ["../evil.conf", "nvidia", "a/b.conf", ".hidden.conf", "", "x.conf\n",
+                                      "a b.conf", None])
 def test_invalid_filename(node, filename):
-    _root, paths, _fake = node()
-    with pytest.raises(do.OptionsError) as exc:
-        run(paths, options={"NVreg_EnableMSI": 1}, filename=filename)
-    assert "filename %r is not valid" % filename in exc.value.message
+    message = refused(node(), options={"NVreg_EnableMSI": 1}, filename=filename)
+    assert "filename %r is not valid" % (filename,) in message
 
 
 def test_a_later_file_that_overrides_is_refused(node):
@@ -286,3 +293,318 @@ def test_container_is_reported(node):
     result = run(paths, options={"NVreg_EnableMSI": 1})
     assert result["container"]["detected"] is True
     assert any("inside a container" in w for w in result["warnings"])
+
+
+def refused(built, **kw):
+    """Run on ``built`` (root, paths, fake) with ``kw``; assert it raised, wrote nothing and ran
+    nothing; return the message."""
+    root, paths, fake = built
+    before = snapshot(root)
+    with pytest.raises(do.OptionsError) as exc:
+        run(paths, **kw)
+    assert snapshot(root) == before and fake.calls() == []
+    return exc.value.message
+
+
+# --- class 1: values the kernel refuses (NVreg_* are signed int or charp, nv-reg.h) ---------
+
+INT_RANGE = "-2147483648 to 2147483647"
+
+
+@pytest.mark.parametrize("value", [
+    2147483648, 4294967295, -2147483649, 2 ** 64, "2147483648", "4294967295", "0x80000000", "0X80000000",
+    "0xffffffff", "020000000000", "037777777777", "-2147483649", "-0x80000001", "99999999999999999999999",
+])
+def test_int_option_out_of_the_kernel_int_range_is_refused(node, value):
+    message = refused(node(), options={"NVreg_EnableStreamMemOPs": value})
+    assert "NVreg_EnableStreamMemOPs=%r is not valid" % (value,) in message
+    assert INT_RANGE in message and "refuse to load the whole nvidia module" in message
+    assert "nothing was changed" in message
+
+
+@pytest.mark.parametrize("value", [
+    1.5, 1.0, float("nan"), float("inf"), "1.5", "nan", "inf", "1e3", "yes", "true", "on", "", " 1", "1 ",
+    "1_000", "0o17", "0b1", "08", "0x", "+-1", "--1", "\u0663", "0x1g", "FULL",
+])
+def test_int_option_that_is_not_a_kernel_integer_is_refused(node, value):
+    message = refused(node(), options={"NVreg_EnableMSI": value})
+    assert "NVreg_EnableMSI=%r is not valid" % (value,) in message
+    assert INT_RANGE in message or "give an integer, a boolean or a string" in message
+
+
+@pytest.mark.parametrize("value,written", [
+    (-1, "-1"), (-2147483648, "-2147483648"), (2147483647, "2147483647"), ("0x7fffffff", "0x7fffffff"),
+    ("017", "017"), ("-0x10", "-0x10"), ("+5", "+5"), (True, "1"), (False, "0"), ("0", "0"),
+])
+def test_int_option_values_the_kernel_accepts_are_written_as_given(node, value, written):
+    root, paths, _fake = node()
+    run(paths, options={"NVreg_ResmanDebugLevel": value})
+    assert read(root / FILE) == HEADER + "options nvidia NVreg_ResmanDebugLevel=%s\n" % written
+
+
+def test_all_ones_is_minus_one_and_matches_what_the_driver_prints(node):
+    _root, paths, _fake = node()  # the fake driver prints ResmanDebugLevel: 4294967295
+    result = run(paths, options={"NVreg_ResmanDebugLevel": -1})
+    assert result["pending"] == [] and result["reboot_required"] is False
+
+
+@pytest.mark.parametrize("options,needle", [
+    ({"NVreg_RegistryDwords": True}, "string (charp) parameter"),
+    ({"NVreg_RmNvlinkBandwidth": False}, "string (charp) parameter"),
+    ({"NVreg_RegistryDwords": "A=1;" * 256 + "B"}, "at most 1024 bytes"),
+    ({"NVreg_RegistryDwords": "x\udcff"}, "UTF-8"),
+    ({"NVreg_RegistryDwords": [1]}, "a list is not a parameter value"),
+    ({"NVreg_RegistryDwords": {"a": 1}}, "a dict is not a parameter value"),
+])
+def test_string_option_values_the_kernel_refuses(node, options, needle):
+    message = refused(node(), options=options)
+    assert needle in message and list(options)[0] in message
+
+
+def test_string_option_of_1024_bytes_and_with_spaces_is_written(node):
+    root, paths, _fake = node()
+    run(paths, options={"NVreg_RegistryDwords": "A" * 1024})
+    assert read(root / FILE).endswith("NVreg_RegistryDwords=%s\n" % ("A" * 1024))
+    run(paths, options={"NVreg_TemporaryFilePath": "/var/tmp/gpu dumps"})
+    assert read(root / FILE).endswith('NVreg_TemporaryFilePath="/var/tmp/gpu dumps"\n')
+
+
+@pytest.mark.parametrize("value", [2147483648, "0x80000000", "4294967296", -2147483649, 1.5, "1.5", "nan",
+                                   float("nan"), "1e3", ".5"])
+def test_unknown_name_with_a_numeric_value_must_be_int_safe(node, value):
+    message = refused(node(), options={"NVreg_SomeFutureOption": value})
+    assert "NVreg_SomeFutureOption=%r is not valid" % (value,) in message
+    assert INT_RANGE in message or "give an integer, a boolean or a string" in message
+
+
+def test_unknown_name_keeps_working_with_a_warning(node):
+    root, paths, _fake = node()
+    result = run(paths, options={"NVreg_SomeFutureOption": "abc", "NVreg_OtherFuture": 7,
+                                 "NVreg_NegFuture": "-0x10"})
+    assert read(root / FILE).endswith("NVreg_NegFuture=-0x10 NVreg_OtherFuture=7 NVreg_SomeFutureOption=abc\n")
+    for name in ("NVreg_SomeFutureOption", "NVreg_OtherFuture", "NVreg_NegFuture"):
+        assert sum(name in w and "type cannot be checked" in w for w in result["warnings"]) == 1
+    assert not any("not reported by the running driver" in w for w in result["warnings"])
+
+
+@pytest.mark.parametrize("name,needle", [
+    ("NVreg_enableMSI", "spelt NVreg_EnableMSI"),
+    ("NVreg_ENABLEMSI", "spelt NVreg_EnableMSI"),
+    ("NVreg_RegistryDWords", "spelt NVreg_RegistryDwords"),
+    ("NVreg_RmProfilingAdminOnly", "NVreg_RestrictProfilingToAdminUsers"),
+])
+def test_names_the_kernel_would_ignore_are_refused(node, name, needle):
+    message = refused(node(), options={name: 1, "NVreg_EnableMSI": 1})
+    assert repr(name) in message and needle in message
+
+
+def test_every_error_is_reported_at_once(node):
+    options = {"NVreg_EnableMSI": "0x80000000", "NVreg_RegistryDwords": True, "bad": 1}
+    message = refused(node(), options=options)
+    assert "NVreg_EnableMSI='0x80000000'" in message and "NVreg_RegistryDwords=True" in message and "'bad'" in message
+
+
+# --- class 3: files this module did not write ----------------------------------------------
+
+DISTRO = "# installed by nvidia-kernel-common\nblacklist nouveau\noptions nouveau modeset=0\n"
+
+
+@pytest.mark.parametrize("kw,action", [
+    (dict(filename="nvidia.conf", options={"NVreg_EnableMSI": 1}), "overwrite"),
+    (dict(filename="nvidia.conf", state="absent"), "remove"),
+    (dict(filename="nvidia.conf"), "remove"),  # no options: the file would be removed
+])
+def test_a_file_without_our_marker_is_refused(node, kw, action):
+    root, paths, fake = node()
+    (root / "etc/modprobe.d/nvidia.conf").write_text(DISTRO)
+    for check_mode in (True, False):
+        before = snapshot(root)
+        with pytest.raises(do.OptionsError) as exc:
+            run(paths, check_mode=check_mode, **kw)
+        assert exc.value.message.startswith("refusing to %s %s: " % (action, root / "etc/modprobe.d/nvidia.conf"))
+        assert "choose another filename, or set adopt: true" in exc.value.message
+        assert snapshot(root) == before and fake.calls() == []
+
+
+def test_adopt_takes_a_foreign_file_over_and_says_what_is_lost(node):
+    root, paths, fake = node()
+    (root / "etc/modprobe.d/nvidia.conf").write_text(DISTRO + "options nvidia NVreg_EnableMSI=0\n")
+    result = run(paths, filename="nvidia.conf", adopt=True, options={"NVreg_EnableMSI": 1})
+    assert read(root / "etc/modprobe.d/nvidia.conf") == HEADER + "options nvidia NVreg_EnableMSI=1\n"
+    assert managed_files.is_owned(read(root / "etc/modprobe.d/nvidia.conf"))
+    assert any("adopt=true" in w and "'blacklist nouveau'" in w and "'options nouveau modeset=0'" in w
+               and "NVreg_EnableMSI" not in w for w in result["warnings"])
+    assert fake.calls() == ["update-initramfs -u"]
+    again = run(paths, filename="nvidia.conf", options={"NVreg_EnableMSI": 1})  # ours now: no adopt needed
+    assert again["changed"] is False and not any("adopt" in w for w in again["warnings"])
+
+
+def test_adopt_with_absent_removes_a_foreign_file(node):
+    root, paths, _fake = node()
+    (root / "etc/modprobe.d/nvidia.conf").write_text(DISTRO)
+    run(paths, filename="nvidia.conf", adopt=True, state="absent")
+    assert not (root / "etc/modprobe.d/nvidia.conf").exists()
+
+
+def test_every_file_written_carries_the_marker(node):
+    root, paths, _fake = node()
+    run(paths, options={"NVreg_EnableMSI": 1})
+    assert managed_files.is_owned(read(root / FILE))
+    assert managed_files.MARKER in read(root / FILE).splitlines()[0]
+
+
+def test_adopt_must_be_a_boolean(node):
+    message = refused(node(), options={"NVreg_EnableMSI": 1}, adopt="yes")
+    assert "adopt must be true or false" in message
+
+
+# --- class 8: writes and reads that fail name the path -------------------------------------
+
+def test_a_failed_write_names_the_path_and_restores(node, monkeypatch):
+    root, paths, fake = node()
+    before = snapshot(root)
+
+    def refuse(path, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", path)
+    monkeypatch.setattr(fileops, "write_atomic", refuse)
+    with pytest.raises(do.OptionsError) as exc:
+        run(paths, options={"NVreg_EnableMSI": 1})
+    assert "failed to write %s: %s: Read-only file system (EROFS)" % (root / FILE, root / FILE) in exc.value.message
+    assert snapshot(root) == before and fake.calls() == []
+
+
+def test_a_failed_removal_names_the_path(node, monkeypatch):
+    root, paths, fake = node()
+    (root / FILE).write_text(HEADER + "options nvidia NVreg_EnableMSI=1\n")
+    before = snapshot(root)
+
+    def refuse(path):
+        raise OSError(errno.EBUSY, "Device or resource busy", path)
+    monkeypatch.setattr(fileops, "remove_file", refuse)
+    with pytest.raises(do.OptionsError) as exc:
+        run(paths, state="absent")
+    assert "failed to remove %s" % (root / FILE) in exc.value.message and "(EBUSY)" in exc.value.message
+    assert snapshot(root) == before and fake.calls() == []
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda p: os.makedirs(str(p)), "is a directory where a regular file was expected"),
+    (lambda p: p.write_bytes(b"# gpufleet.tuning\noptions nvidia NVreg_EnableMSI=\xff\n"), "is not valid UTF-8"),
+    (lambda p: os.mkfifo(str(p)), "FIFO"),
+])
+def test_an_unreadable_file_is_a_clean_failure_naming_it(node, make, needle):
+    root, paths, fake = node()
+    make(root / FILE)
+    message = refused((root, paths, fake), options={"NVreg_EnableMSI": 1})
+    assert str(root / FILE) in message and needle in message and "nothing was changed" in message
+
+
+# --- class 4: options the kernel command line overrides -------------------------------------
+
+def test_an_option_on_the_kernel_command_line_wins_and_is_never_pending(node):
+    root, paths, _fake = node(cmdline=kf.CMDLINE + " nvidia.NVreg_EnableStreamMemOPs=0 nvidia-drm.modeset=1")
+    result = run(paths, options={"NVreg_EnableStreamMemOPs": 1, "NVreg_EnableMSI": 0}, allow_risky=True)
+    assert result["cmdline_overrides"] == [{"param": "NVreg_EnableStreamMemOPs", "value": "0", "configured": "1",
+                                            "arg": "nvidia.NVreg_EnableStreamMemOPs=0"}]
+    # Running 0, configured 1: without the command line this would wait for a reboot.
+    assert result["pending"] == ["NVreg_EnableMSI: running 1, configured 0"]
+    assert any("nvidia.NVreg_EnableStreamMemOPs=0" in w and "never takes effect" in w for w in result["warnings"])
+    assert read(root / FILE).endswith("NVreg_EnableMSI=0 NVreg_EnableStreamMemOPs=1\n")
+
+
+@pytest.mark.parametrize("arg,overrides", [
+    ("nvidia.NVreg-EnableStreamMemOPs=0", True),       # the kernel reads - and _ alike in names
+    ('"nvidia.NVreg_EnableStreamMemOPs=0"', True),
+    ("nvidia.NVreg_EnableStreamMemOPs", True),         # a bare flag: no value at all
+    ("nvidia.NVreg_EnableStreamMemOPs=0x1", False),    # the same value
+    ("nvidia.NVreg_EnableStreamMemOPs=1", False),
+    ("nvidia_drm.NVreg_EnableStreamMemOPs=0", False),  # another module
+    ("NVreg_EnableStreamMemOPs=0", False),             # no module: not an option of nvidia
+    ("nvidia.nvreg_EnableStreamMemOPs=0", False),      # names are case-sensitive
+])
+def test_command_line_spellings(node, arg, overrides):
+    _root, paths, _fake = node(cmdline=kf.CMDLINE + " " + arg)
+    result = run(paths, options={"NVreg_EnableStreamMemOPs": 1})
+    assert bool(result["cmdline_overrides"]) is overrides
+    assert (result["pending"] == []) is overrides and result["reboot_required"] is not overrides
+
+
+def test_a_string_option_on_the_command_line(node):
+    _root, paths, _fake = node(cmdline=kf.CMDLINE + ' "nvidia.NVreg_RegistryDwords=A=2;B=3"')
+    result = run(paths, options={"NVreg_RegistryDwords": "A=1"})
+    assert result["cmdline_overrides"][0]["value"] == "A=2;B=3"
+    assert result["reboot_required"] is False
+
+
+# --- class 5: rules that keep the driver from loading ----------------------------------------
+
+@pytest.mark.parametrize("where,text", [
+    ("etc/modprobe.d/disable-gpu.conf", "install nvidia /bin/false\n"),
+    ("usr/lib/modprobe.d/disable-gpu.conf", "install nvidia /bin/true\n"),
+    ("run/modprobe.d/disable-gpu.conf", "# off\nalias nvidia off\n"),
+    ("proc/cmdline", kf.CMDLINE + " module_blacklist=nouveau,nvidia\n"),
+])
+def test_a_driver_that_never_loads_is_reported_and_nothing_is_pending(node, where, text):
+    root, paths, fake = node()
+    write_tree(root, {where: text})
+    result = run(paths, options={"NVreg_EnableStreamMemOPs": 1})
+    assert len(result["load_blockers"]) == 1
+    blocker = result["load_blockers"][0]
+    assert blocker["path"] == str(root / where) and blocker["effect"] in ("never_loads", "redirected")
+    assert blocker["line"] == (None if where == "proc/cmdline" else text.count("\n"))
+    assert result["pending"] == [] and result["reboot_required"] is False
+    assert any(blocker["rule"] in w and "not reported as pending" in w for w in result["warnings"])
+    assert (root / FILE).exists() and fake.calls() == ["update-initramfs -u"]
+
+
+@pytest.mark.parametrize("rule", ["blacklist nvidia", "blacklist  nvidia  # old", "\tblacklist\tnvidia"])
+def test_a_blacklist_is_reported_precisely_and_options_still_pend(node, rule):
+    root, paths, _fake = node()
+    write_tree(root, {"lib/modprobe.d/blacklist-gpu.conf": rule + "\n"})
+    result = run(paths, options={"NVreg_EnableStreamMemOPs": 1})
+    assert [b["effect"] for b in result["load_blockers"]] == ["blacklist"]
+    assert any("a plain 'modprobe nvidia'" in w and "udev" in w for w in result["warnings"])
+    assert result["pending"] == ["NVreg_EnableStreamMemOPs: running 0, configured 1"]
+
+
+def test_an_install_command_that_loads_the_driver_itself_is_no_warning(node):
+    root, paths, _fake = node()
+    write_tree(root, {"etc/modprobe.d/nv.conf": "install nvidia /sbin/modprobe -i nvidia $CMDLINE_OPTS && "
+                                                "/usr/bin/nvidia-modprobe -c0 -u\n"})
+    result = run(paths, options={"NVreg_EnableStreamMemOPs": 1})
+    assert [b["effect"] for b in result["load_blockers"]] == ["loads_via_command"]
+    assert not any("nv.conf" in w for w in result["warnings"])
+    assert result["reboot_required"] is True
+
+
+def test_another_install_command_is_a_warning(node):
+    root, paths, _fake = node()
+    write_tree(root, {"etc/modprobe.d/nv.conf": "install nvidia /usr/local/sbin/gpu-gate.sh\n"})
+    result = run(paths, options={"NVreg_EnableStreamMemOPs": 1})
+    assert [b["effect"] for b in result["load_blockers"]] == ["runs_command"]
+    assert any("gpu-gate.sh" in w and "is up to that command" in w for w in result["warnings"])
+    assert result["reboot_required"] is True
+
+
+@pytest.mark.parametrize("value,warned", [("FULL", False), ("full", True), ("half", True), ("HALFX", True),
+                                          ("FULL ", True)])
+def test_nvlink_bandwidth_values_the_driver_reads_as_full(node, value, warned):
+    _root, paths, _fake = node()
+    result = run(paths, options={"NVreg_RmNvlinkBandwidth": value})
+    assert result["risky"] == []
+    assert any("reads NVreg_RmNvlinkBandwidth=%r as FULL" % value in w for w in result["warnings"]) is warned
+
+
+def test_a_write_that_did_not_stick_is_rolled_back(node, monkeypatch):
+    root, paths, fake = node()
+    (root / FILE).write_text(HEADER + "options nvidia NVreg_EnableMSI=1\n")
+    before = snapshot(root)
+    real = fileops.write_atomic
+
+    def garble(path, content, *args, **kwargs):
+        return real(path, content + "# garbled\n" if isinstance(content, str) else content, *args, **kwargs)
+    monkeypatch.setattr(fileops, "write_atomic", garble)
+    with pytest.raises(do.OptionsError) as exc:
+        run(paths, options={"NVreg_EnableMSI": 1, "NVreg_EnableStreamMemOPs": 1})
+    assert "%s does not hold the new options after the write" % (root / FILE) in exc.value.message
+    assert snapshot(root) == before and fake.calls() == []

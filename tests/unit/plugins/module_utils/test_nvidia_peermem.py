@@ -1,13 +1,16 @@
 """The nvidia_peermem engine against fake /proc, /sys and module trees, with a fake modprobe
 first on PATH (it logs its arguments and creates /sys/module/<m> like the kernel would)."""
 
+import errno
 import os
 
 import pytest
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem as pm
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
 
 LOAD_FILE = "etc/modules-load.d/gpufleet-nvidia-peermem.conf"
 OPTIONS_FILE = "etc/modprobe.d/gpufleet-nvidia-peermem.conf"
@@ -177,7 +180,7 @@ def test_modprobe_missing(node):
 
 
 @pytest.mark.parametrize("message,hint", [
-    ("modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument", "MLNX_OFED or DOCA-OFED"),
+    ("modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument", "was built against another ib_core"),
     ("modprobe: FATAL: Module nvidia_peermem not found in directory /lib/modules/%s" % kf.RELEASE,
      "modprobe looks only at modules.dep"),
     ("modprobe: ERROR: could not insert 'nvidia_peermem': Operation not permitted", "CAP_SYS_MODULE"),
@@ -312,13 +315,268 @@ def test_container_is_a_blocker(node):
 
 @pytest.mark.parametrize("given,error", [
     ({"peerdirect_support": 2}, "peerdirect_support=2 is not valid: accepted 0 or 1"),
+    ({"peerdirect_support": 2147483648}, "peerdirect_support=2147483648 is not valid: accepted 0 or 1"),
+    ({"peerdirect_support": "0x100000001"}, "peerdirect_support='0x100000001' is not valid"),
+    ({"peerdirect_support": float("nan")}, "peerdirect_support=nan is not valid"),
+    ({"peerdirect_support": "nan"}, "peerdirect_support='nan' is not valid"),
+    ({"peerdirect_support": "1.0"}, "peerdirect_support='1.0' is not valid"),
+    ({"peerdirect_support": " 1"}, "peerdirect_support=' 1' is not valid"),
+    ({"peerdirect_support": "01_"}, "peerdirect_support='01_' is not valid"),
+    ({"peerdirect_support": None}, "peerdirect_support=None is not valid"),
+    ({"peerdirect_support": 1, "peerdirect-support": 1},
+     "params sets peerdirect_support twice, as 'peerdirect-support' and 'peerdirect_support'"),
+    ({"peerdirect_support": 0, "peerdirect-support": 1},
+     "params sets peerdirect_support twice, as 'peerdirect-support' and 'peerdirect_support'"),
+    ({"persistent-api-support": 1, "persistent_api_support": 0, "persistent-api_support": 1},
+     "params sets persistent_api_support twice, as 'persistent-api-support' and 'persistent-api_support'"),
     ({"bogus": 1}, "unknown parameter 'bogus' (nvidia_peermem takes: peerdirect_support, persistent_api_support)"),
     ({"persistent_api_support": "yes"}, "persistent_api_support='yes' is not valid"),
     ({"peerdirect_support": 1.0}, "peerdirect_support=1.0 is not valid"),
 ])
 def test_invalid_params_fail_before_reading(node, given, error):
     root, paths, fake = node(**MLNX)
+    before = snapshot(root)
     with pytest.raises(pm.PeermemError) as exc:
         run(paths, params=given)
-    assert error in exc.value.message
-    assert fake.calls() == [] and not os.path.exists(str(root / LOAD_FILE))
+    assert error in exc.value.message and "nothing was changed" in exc.value.message
+    assert fake.calls() == [] and not os.path.exists(str(root / LOAD_FILE)) and snapshot(root) == before
+
+
+@pytest.mark.parametrize("value,number", [("0x1", 1), ("01", 1), (True, 1), ("+1", 1), (False, 0), ("0", 0)])
+def test_params_read_as_the_kernel_reads_an_int(node, value, number):
+    _root, paths, fake = node(**MLNX)
+    run(paths, params={"peerdirect_support": value}, persist=False)
+    assert fake.calls() == ["modprobe nvidia_peermem peerdirect_support=%d" % number]
+
+
+def refused(built, **kw):
+    """Run on ``built`` (root, paths, fake); assert it raised, wrote nothing and ran nothing."""
+    root, paths, fake = built
+    before = snapshot(root)
+    with pytest.raises(pm.PeermemError) as exc:
+        run(paths, **kw)
+    assert snapshot(root) == before and fake.calls() == []
+    return exc.value
+
+
+def test_every_file_written_carries_the_marker(node):
+    root, paths, _fake = node(**MLNX)
+    run(paths, params={"peerdirect_support": 1})
+    for rel in (LOAD_FILE, OPTIONS_FILE):
+        assert managed_files.is_owned(read(root / rel))
+
+
+# --- class 6: the legacy nv_peer_mem ----------------------------------------------------------
+
+def test_loaded_nv_peer_mem_is_never_joined_by_nvidia_peermem(node):
+    built = node(legacy_loaded=True, **MLNX)
+    error = refused(built)
+    assert "nv_peer_mem is loaded" in error.message and "must not be loaded together" in error.message
+    assert "modprobe -r nv_peer_mem" in error.message and "remove the nvidia-peer-memory package" in error.message
+    assert error.partial["nv_peer_mem"]["loaded"] is True
+
+
+def test_loaded_nv_peer_mem_with_require_false_is_reported(node):
+    root, paths, fake = node(legacy_loaded=True, **MLNX)
+    before = snapshot(root)
+    result = run(paths, require=False)
+    assert result["needed"] is False and result["changed"] is False and result["loaded"] is False
+    assert "nv_peer_mem is loaded" in result["reason"] and result["nv_peer_mem"]["loaded"] is True
+    assert fake.calls() == [] and snapshot(root) == before
+
+
+def test_loaded_nv_peer_mem_in_check_mode_plans_no_modprobe(node):
+    error = refused(node(legacy_loaded=True, **MLNX), check_mode=True)
+    assert "nv_peer_mem is loaded" in error.message
+
+
+def test_both_loaded_is_a_warning(node):
+    root, paths, fake = node(legacy_loaded=True, peermem_loaded=True, **MLNX)
+    result = run(paths, persist=False)
+    assert result["loaded"] is True and fake.calls() == []
+    assert any("both loaded" in w for w in result["warnings"])
+
+
+@pytest.mark.parametrize("files,evidence", [
+    ({"etc/modules-load.d/mlnx.conf": "ib_umad\nnv_peer_mem\n"}, "mlnx.conf lists nv_peer_mem"),
+    ({"usr/lib/modules-load.d/nv.conf": "nv-peer-mem\n"}, "nv.conf lists nv_peer_mem"),
+    ({"etc/init.d/nv_peer_mem": "#!/bin/bash\n", "etc/infiniband/nv_peer_mem.conf": "# Load upon boot\nONBOOT=yes\n"},
+     "ONBOOT=yes"),
+    ({"etc/init.d/nv_peer_mem": "#!/bin/bash\n", "etc/infiniband/nv_peer_mem.conf": 'ONBOOT="yes"\n'}, "ONBOOT=yes"),
+    ({"etc/systemd/system/multi-user.target.wants/nv_peer_mem.service": "[Unit]\n"}, "enables nv_peer_mem.service"),
+])
+def test_nv_peer_mem_persisted_at_boot_is_a_warning(node, files, evidence):
+    root, paths, fake = node(**MLNX)
+    write_tree(root, files)
+    result = run(paths)
+    assert fake.calls() == ["modprobe nvidia_peermem"]
+    assert len(result["nv_peer_mem"]["persisted_by"]) == 1 and evidence in result["nv_peer_mem"]["persisted_by"][0]
+    assert any(evidence in w and "remove the nvidia-peer-memory package" in w for w in result["warnings"])
+
+
+def test_nv_peer_mem_service_with_onboot_no_is_not_persistence(node):
+    root, paths, _fake = node(**MLNX)
+    write_tree(root, {"etc/init.d/nv_peer_mem": "#!/bin/bash\n", "etc/infiniband/nv_peer_mem.conf": "ONBOOT=no\n"})
+    result = run(paths)
+    assert result["nv_peer_mem"] == {"loaded": False, "persisted_by": []}
+    assert not any("nv_peer_mem" in w for w in result["warnings"])
+
+
+# --- class 7: the symbol is there, the module was built against another ib_core --------------
+
+@pytest.mark.parametrize("said", [
+    "modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument",
+    "modprobe: ERROR: could not insert 'nvidia_peermem': Unknown symbol in module, or unknown parameter (see dmesg)",
+])
+def test_symbol_present_but_load_fails_means_rebuild(node, said):
+    root, paths, fake = node(**MLNX)
+    fake.fail("modprobe", said)
+    before = snapshot(root)
+    with pytest.raises(pm.PeermemError) as exc:
+        run(paths)
+    message = exc.value.message
+    assert "ib_core exports ib_register_peer_memory_client (/proc/kallsyms)" in message
+    assert "built against another ib_core" in message and "before MLNX_OFED or DOCA-OFED" in message
+    assert "reinstall the NVIDIA driver after MLNX_OFED/DOCA-OFED" in message and "dkms" in message
+    assert "lacks" not in message
+    assert snapshot(root) == before
+
+
+def test_symbol_that_appears_during_the_failed_load_means_rebuild(node, monkeypatch):
+    _root, paths, fake = node(ib_core=False, peer_symbol=False, provider=True)
+    monkeypatch.setenv("FAKE_MODPROBE_ADD_SYMBOL", "ffffffffc0b1b2c0 T %s\t[ib_core]" % kf.PEER_SYMBOL)
+    fake.fail("modprobe", "modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument")
+    with pytest.raises(pm.PeermemError) as exc:
+        run(paths)
+    assert "built against another ib_core" in exc.value.message and "lacks" not in exc.value.message
+
+
+def test_symbol_only_in_modules_symbols_points_at_dmesg(node):
+    _root, paths, fake = node(ib_core=False, peer_symbol=False, provider=True)
+    fake.fail("modprobe", "modprobe: ERROR: could not insert 'nvidia_peermem': Unknown symbol in module")
+    with pytest.raises(pm.PeermemError) as exc:
+        run(paths)
+    assert "ib_core exports ib_register_peer_memory_client according to modules.symbols" in exc.value.message
+    assert "disagrees about version of symbol" in exc.value.message
+
+
+# --- class 5: modprobe.d rules about nvidia_peermem are facts -------------------------------
+
+@pytest.mark.parametrize("text", [
+    "install nvidia_peermem /bin/true\n", "install nvidia-peermem /bin/false\n", "alias nvidia_peermem off\n",
+])
+def test_a_rule_that_never_loads_it_is_a_blocker(node, text):
+    root, paths, fake = node(**MLNX)
+    write_tree(root, {"etc/modprobe.d/no-peermem.conf": "# site policy\n" + text})
+    error = refused((root, paths, fake))
+    assert "modprobe would not load nvidia_peermem: %s:2: %r" % (root / "etc/modprobe.d/no-peermem.conf",
+                                                                 text.strip()) in error.message
+    assert error.partial["load_blockers"][0]["line"] == 2
+    result = run(paths, require=False)
+    assert result["needed"] is False and "no-peermem.conf:2" in result["reason"] and fake.calls() == []
+
+
+def test_a_never_loads_rule_on_the_kernel_command_line(node):
+    error = refused(node(cmdline=kf.CMDLINE + " module_blacklist=nvidia_peermem", **MLNX))
+    assert "module_blacklist=nvidia_peermem" in error.message
+
+
+def test_a_blacklist_warns_that_boot_will_not_load_it(node):
+    root, paths, fake = node(**MLNX)
+    write_tree(root, {"usr/lib/modprobe.d/bl.conf": "blacklist nvidia-peermem\n"})
+    result = run(paths)
+    assert fake.calls() == ["modprobe nvidia_peermem"] and result["loaded"] is True  # a plain modprobe loads it
+    assert any("modules-load.d entry will not load nvidia_peermem at boot" in w and "bl.conf:1" in w
+               for w in result["warnings"])
+    quiet = run(paths, persist=False)
+    assert not any("bl.conf" in w for w in quiet["warnings"])
+
+
+def test_modprobe_exit_0_without_the_module_names_the_rule(node, monkeypatch):
+    root, paths, fake = node(**MLNX)
+    write_tree(root, {"etc/modprobe.d/gate.conf": "install nvidia_peermem /usr/local/sbin/peermem-gate\n"})
+    before = snapshot(root)
+    monkeypatch.setenv("FAKE_MODPROBE_NOLOAD", "1")
+    with pytest.raises(pm.PeermemError) as exc:
+        run(paths)
+    assert "exited 0 but /sys/module/nvidia_peermem does not exist: %s:1: " % (root / "etc/modprobe.d/gate.conf") \
+        in exc.value.message
+    assert "is up to that command" in exc.value.message and snapshot(root) == before
+
+
+def test_modprobe_exit_0_without_any_rule_says_so(node, monkeypatch):
+    root, paths, fake = node(**MLNX)
+    write_tree(root, {"etc/modprobe.d/bl.conf": "blacklist nvidia_peermem\n"})
+    monkeypatch.setenv("FAKE_MODPROBE_NOLOAD", "1")
+    with pytest.raises(pm.PeermemError) as exc:
+        run(paths)
+    assert "no install or alias rule for nvidia_peermem" in exc.value.message
+    assert "a blacklist does not stop 'modprobe nvidia_peermem'" in exc.value.message
+
+
+# --- command-line options win at boot --------------------------------------------------------
+
+@pytest.mark.parametrize("arg", ["nvidia_peermem.peerdirect_support=0", "nvidia-peermem.peerdirect-support=0",
+                                 '"nvidia_peermem.peerdirect_support=0"'])
+def test_a_command_line_option_that_wins_at_boot_is_reported(node, arg):
+    _root, paths, fake = node(cmdline=kf.CMDLINE + " " + arg, **MLNX)
+    result = run(paths, params={"peerdirect_support": 1})
+    assert result["cmdline_overrides"] == [{"param": "peerdirect_support", "value": "0", "configured": "1",
+                                            "arg": arg}]
+    assert any(arg in w and "at boot" in w for w in result["warnings"])
+    assert fake.calls() == ["modprobe nvidia_peermem peerdirect_support=1"]  # modprobe's own args win now
+    same = run(paths, params={"peerdirect_support": 0}, persist=False)
+    assert same["cmdline_overrides"] == []
+
+
+# --- class 3 and 8: files we do not own, writes that fail ------------------------------------
+
+@pytest.mark.parametrize("rel,kw,action", [
+    (LOAD_FILE, {}, "overwrite"),
+    (LOAD_FILE, {"persist": False}, "remove"),
+    (OPTIONS_FILE, {"params": {"peerdirect_support": 1}}, "overwrite"),
+    (OPTIONS_FILE, {}, "remove"),
+    (OPTIONS_FILE, {"state": "absent"}, "remove"),
+    (LOAD_FILE, {"state": "absent"}, "remove"),
+])
+def test_a_file_without_our_marker_is_refused(node, rel, kw, action):
+    root, paths, fake = node(**MLNX)
+    write_tree(root, {rel: "# written by hand\nnvidia_peermem\n"})
+    for check_mode in (True, False):
+        error = refused((root, paths, fake), check_mode=check_mode, **kw)
+        assert error.message.startswith("refusing to %s %s: " % (action, root / rel))
+        assert "not written by gpufleet.tuning" in error.message and "nothing was changed" in error.message
+
+
+def test_a_failed_write_names_the_path_and_rolls_back(node, monkeypatch):
+    root, paths, fake = node(**MLNX)
+    before = snapshot(root)
+
+    def refuse(path, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", path)
+    monkeypatch.setattr(fileops, "write_atomic", refuse)
+    with pytest.raises(pm.PeermemError) as exc:
+        run(paths)
+    assert "%s: Read-only file system (EROFS)" % (root / LOAD_FILE) in exc.value.message
+    assert snapshot(root) == before and fake.calls() == []
+
+
+def test_a_failed_removal_names_the_path(node, monkeypatch):
+    root, paths, fake = node(**MLNX)
+    write_tree(root, {LOAD_FILE: HEADER + "nvidia_peermem\n"})
+    before = snapshot(root)
+
+    def refuse(path):
+        raise OSError(errno.EBUSY, "Device or resource busy", path)
+    monkeypatch.setattr(fileops, "remove_file", refuse)
+    with pytest.raises(pm.PeermemError) as exc:
+        run(paths, state="absent")
+    assert "%s: Device or resource busy (EBUSY)" % (root / LOAD_FILE) in exc.value.message
+    assert snapshot(root) == before and fake.calls() == []
+
+
+def test_a_directory_where_our_file_belongs_is_a_clean_failure(node):
+    root, paths, fake = node(**MLNX)
+    os.makedirs(str(root / LOAD_FILE))
+    error = refused((root, paths, fake))
+    assert str(root / LOAD_FILE) in error.message and "directory" in error.message

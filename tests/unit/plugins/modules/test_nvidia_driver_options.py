@@ -6,7 +6,7 @@ import pytest
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options as do
 from ansible_collections.gpufleet.tuning.plugins.modules import nvidia_driver_options
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, run_module, write_tree
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, run_module, snapshot, write_tree
 
 FILE = "etc/modprobe.d/zz-gpufleet-nvidia.conf"
 
@@ -82,3 +82,37 @@ def test_bad_choice_rejected_by_argspec(node, capsys):
     _root, _fake = node()
     failed, result = run_module(nvidia_driver_options, {"initramfs": "mkinitcpio"}, capsys)
     assert failed and "initramfs" in result["msg"] and "mkinitcpio" in result["msg"]
+
+
+def test_a_value_the_kernel_refuses_fails_before_anything(node, capsys):
+    root, fake = node()
+    before = snapshot(root)
+    failed, result = run_module(nvidia_driver_options, {"options": {"NVreg_EnableMSI": "0x80000000"}}, capsys)
+    assert failed and "NVreg_EnableMSI='0x80000000' is not valid" in result["msg"]
+    assert "-2147483648 to 2147483647" in result["msg"]
+    assert snapshot(root) == before and fake.calls() == []
+
+
+def test_a_foreign_file_is_refused_and_adopt_takes_it(node, capsys):
+    root, fake = node()
+    write_tree(root, {"etc/modprobe.d/nvidia.conf": "blacklist nouveau\n"})
+    before = snapshot(root)
+    args = {"filename": "nvidia.conf", "options": {"NVreg_EnableMSI": 1}}
+    failed, result = run_module(nvidia_driver_options, args, capsys)
+    assert failed and result["msg"].startswith("refusing to overwrite %s: " % (root / "etc/modprobe.d/nvidia.conf"))
+    assert "adopt: true" in result["msg"] and "changed" not in result
+    assert snapshot(root) == before and fake.calls() == []
+    failed, result = run_module(nvidia_driver_options, dict(args, adopt=True), capsys)
+    assert not failed and result["changed"] is True
+    assert read(root / "etc/modprobe.d/nvidia.conf").endswith("options nvidia NVreg_EnableMSI=1\n")
+    assert any("'blacklist nouveau'" in w for w in fake.warned)
+
+
+def test_command_line_override_and_blockers_reach_ansible(node, capsys):
+    root, fake = node(cmdline=kf.CMDLINE + " nvidia.NVreg_EnableStreamMemOPs=0")
+    write_tree(root, {"etc/modprobe.d/bl.conf": "blacklist nvidia\n"})
+    failed, result = run_module(nvidia_driver_options, {"options": {"NVreg_EnableStreamMemOPs": 1}}, capsys)
+    assert not failed and result["reboot_required"] is False and result["pending"] == []
+    assert result["cmdline_overrides"][0]["arg"] == "nvidia.NVreg_EnableStreamMemOPs=0"
+    assert result["load_blockers"][0]["effect"] == "blacklist"
+    assert any("never takes effect" in w for w in fake.warned) and any("bl.conf:1" in w for w in fake.warned)

@@ -6,7 +6,7 @@ import pytest
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem as pm
 from ansible_collections.gpufleet.tuning.plugins.modules import nvidia_peermem
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, run_module
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, run_module, snapshot, write_tree
 
 LOAD_FILE = "etc/modules-load.d/gpufleet-nvidia-peermem.conf"
 
@@ -93,3 +93,37 @@ def test_bad_params_rejected(node, capsys):
     failed, result = run_module(nvidia_peermem, {"state": "loaded"}, capsys)
     assert failed and "state" in result["msg"] and "loaded" in result["msg"]
     assert fake.calls() == []
+
+
+def test_loaded_nv_peer_mem_fails_with_the_fix(node, capsys):
+    root, fake = node(ib_core=True, peer_symbol=True, legacy_loaded=True)
+    before = snapshot(root)
+    failed, result = run_module(nvidia_peermem, {}, capsys)
+    assert failed and "nv_peer_mem is loaded" in result["msg"] and "nvidia-peer-memory" in result["msg"]
+    assert result["nv_peer_mem"]["loaded"] is True
+    assert fake.calls() == [] and snapshot(root) == before
+
+
+def test_two_spellings_of_one_param_are_refused(node, capsys):
+    root, fake = node(ib_core=True, peer_symbol=True)
+    before = snapshot(root)
+    failed, result = run_module(nvidia_peermem, {"params": {"peerdirect_support": 1, "peerdirect-support": 0}},
+                                capsys)
+    assert failed and "'peerdirect-support' and 'peerdirect_support'" in result["msg"]
+    assert fake.calls() == [] and snapshot(root) == before
+
+
+def test_a_foreign_file_is_a_clean_failure(node, capsys):
+    root, fake = node(ib_core=True, peer_symbol=True)
+    write_tree(root, {LOAD_FILE: "nvidia_peermem\n"})
+    before = snapshot(root)
+    failed, result = run_module(nvidia_peermem, {"state": "absent"}, capsys)
+    assert failed and result["msg"].startswith("refusing to remove %s: " % (root / LOAD_FILE))
+    assert fake.calls() == [] and snapshot(root) == before
+
+
+def test_rebuild_message_through_the_module(node, capsys):
+    _root, fake = node(ib_core=True, peer_symbol=True)
+    fake.fail("modprobe", "modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument")
+    failed, result = run_module(nvidia_peermem, {}, capsys)
+    assert failed and "built against another ib_core" in result["msg"] and "lacks" not in result["msg"]
