@@ -11,21 +11,35 @@ module: sysctl_profile
 short_description: Apply, persist and roll back a named set of kernel sysctls
 version_added: 0.1.0
 description:
-  - Manages a named profile of sysctls as one unit. Every current value is read from
-    C(/proc/sys) first; only keys whose value differs are written, each one is read back, and
-    a failure restores every key this call already wrote before the module fails.
+  - Manages a named profile of sysctls as one unit. Every current value and every file the
+    run would touch are read first; only keys whose value differs are written, each one is
+    read back, and a failure restores every key and file this call changed before the module
+    fails. The failure message lists what was restored and what could not be.
   - The profile is persisted in C(/etc/sysctl.d/NN-gpufleet-NAME.conf), written atomically and
     only when its content changes, so a second run reports no change.
-  - The values each key had before the profile first set it are remembered in
+  - The values each key had before the profile first wrote it are remembered in
     C(/var/lib/gpufleet-tuning/sysctl/NAME.json); O(state=absent) puts them back and removes
-    the file.
+    the file. That state file is validated entry by entry before use; a malformed one (a null
+    or non-string value, a key that is not a sysctl name or would leave C(/proc/sys)) is
+    refused, naming the file and the entry.
+  - The module touches only its own files. Files of this profile are found by their exact
+    name (C(NN-gpufleet-NAME.conf), any NN); one that lacks the C(gpufleet.tuning) marker
+    comment in its first lines is refused, not overwritten or removed, unless O(adopt=true).
+  - Buffer and limit keys (O(raise_only)) are never lowered. Each field gets the larger of the
+    kernel's value and the profile's, so a profile written for an older kernel cannot cut a
+    current kernel's default (net.ipv4.tcp_rmem's default field went from 87380 to 131072 in
+    Linux 4.20). Fields kept are reported in RV(kept_higher), and the persisted file holds the
+    effective value, so the next boot does not lower it either.
   - Works inside containers. Host-wide keys (C(kernel.*), C(vm.*), C(fs.*), C(net.core.rmem_max)
     and kin) are read-only there and, in a privileged container, a write would change the
     host. O(host_wide=skip) leaves them alone and reports them; O(on_unwritable=skip) turns
     keys this host cannot write into a report instead of a failure. Whether the module runs in
     a container is detected and returned.
   - Multi-value keys such as C(net.ipv4.tcp_rmem) are compared with whitespace folded, since
-    the kernel prints them with tabs.
+    the kernel prints them with tabs. For integer keys the value must have as many fields as
+    the kernel holds and be written in plain decimal; anything else is refused before any
+    write (the kernel would leave missing fields unchanged, ignore extra ones, and read C(010)
+    as octal).
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -50,9 +64,9 @@ options:
     description:
       - Sysctl keys in dotted form (C(vm.swappiness)) mapped to their values.
       - Values may be integers, booleans (written as 1/0), strings, or lists for multi-value
-        keys (C(net.ipv4.tcp_rmem) as V(4096 87380 134217728) or a list of three integers).
+        keys (C(net.ipv4.tcp_rmem) as V(4096 131072 134217728) or a list of three integers).
       - Keys with C(/), empty components or no C(/proc/sys) entry are refused before anything
-        is written. Values containing a newline are refused.
+        is written. Values that are empty or contain a newline are refused.
       - With O(state=absent), only the keys are used; they name the part of the profile to
         remove; omit O(settings) to remove the whole profile.
     type: dict
@@ -90,7 +104,8 @@ options:
         or ENOTSUPP, such as C(kernel.nmi_watchdog) on a machine without a PMU).
       - V(fail) fails the task; keys already written in this call are restored.
       - V(skip) leaves the key alone, reports it in RV(skipped_keys) with the reason, and does not
-        persist it. A value the kernel rejects as invalid (EINVAL) always fails.
+        persist it. A value the kernel rejects as invalid (EINVAL) always fails, and so does a
+        refused write the kernel had partly applied (it is restored first).
     type: str
     choices: [fail, skip]
     default: fail
@@ -99,19 +114,92 @@ options:
       - V(apply) treats every key alike.
       - V(skip) never writes host-wide keys (those outside the network, IPC, UTS and user
         namespaces) and reports them in RV(skipped_keys) with their current value; use it in
-        containers, where those keys belong to the host.
+        containers, where those keys belong to the host. Inside a detected container, a key
+        that does not exist in its namespace (one the kernel keeps in the host's network
+        namespace only, such as C(net.core.optmem_max) before it became per-namespace) is
+        reported the same way instead of failing.
     type: str
     choices: [apply, skip]
     default: apply
+  raise_only:
+    description:
+      - Keys whose fields are never lowered. For each one, every field gets the larger of the
+        kernel's current value and the profile's (C(4096 131072 6291456) and a profile's
+        C(4096 87380 134217728) give C(4096 131072 134217728)); the fields kept are reported
+        in RV(kept_higher) and the effective value is what is persisted.
+      - The default lists buffer and limit keys, where a larger value only allows more
+        (socket buffer bytes, queued packets, pending connections, pages, open files, memory
+        maps, IPC objects) and where the kernel sizes the default from RAM or CPUs, or has
+        raised it between releases. C(net.ipv4.tcp_mem) and C(udp_mem) count pages for the
+        whole host and are sized from RAM at boot, so a fixed value copied between machines
+        would cut a larger host's.
+      - Every value of such a key must be integers, with as many fields as the kernel holds.
+      - V([]) writes every value exactly as given, lowering where the profile says so.
+    type: list
+    elements: str
+    default:
+      - fs.aio-max-nr
+      - fs.file-max
+      - fs.inotify.max_user_instances
+      - fs.inotify.max_user_watches
+      - fs.nr_open
+      - kernel.msgmax
+      - kernel.msgmnb
+      - kernel.msgmni
+      - kernel.pid_max
+      - kernel.sem
+      - kernel.shmall
+      - kernel.shmmax
+      - kernel.shmmni
+      - kernel.threads-max
+      - net.core.netdev_max_backlog
+      - net.core.optmem_max
+      - net.core.rmem_default
+      - net.core.rmem_max
+      - net.core.somaxconn
+      - net.core.wmem_default
+      - net.core.wmem_max
+      - net.ipv4.tcp_max_orphans
+      - net.ipv4.tcp_max_syn_backlog
+      - net.ipv4.tcp_max_tw_buckets
+      - net.ipv4.tcp_mem
+      - net.ipv4.tcp_rmem
+      - net.ipv4.tcp_wmem
+      - net.ipv4.udp_mem
+      - net.ipv4.udp_rmem_min
+      - net.ipv4.udp_wmem_min
+      - net.netfilter.nf_conntrack_max
+      - vm.max_map_count
+  adopt:
+    description:
+      - Take over a file at this profile's name in C(/etc/sysctl.d) that was not written by
+        this collection (no C(gpufleet.tuning) marker comment in its first lines), or that is
+        a symlink that cannot be written through (dangling, or to C(/dev/null), which masks
+        it). Such a file is then overwritten or removed as if it were the profile's own.
+      - With V(false) such a file is refused and nothing is changed.
+    type: bool
+    default: false
 notes:
   - Keys naming an interface that contains a dot cannot be written in dotted form and are not
     supported.
   - Keys dropped from O(settings) between runs keep their current value; their original value
     stays remembered until O(state=absent).
+  - A value the kernel stores differently than written (its handler rounds it to jiffies or
+    to a power of two, or clamps it) fails the task and is restored; the message names the
+    value the kernel keeps, to put in the profile.
+  - A symlink at the profile's file name is written through (the link stays) when it points
+    at a file of this collection; when the profile's file is removed, the link itself is
+    removed and its target left alone.
+  - The persisted file holds the effective value of a O(raise_only) key as this kernel had it.
+    After a kernel upgrade that raises a default, the file still sets the older value at boot;
+    run the profile again (or remove its file) to pick the new default up.
 seealso:
   - name: Kernel documentation for /proc/sys
     description: What each sysctl does.
     link: https://docs.kernel.org/admin-guide/sysctl/index.html
+  - name: IP sysctls
+    description: tcp_rmem, tcp_wmem, tcp_mem, udp_mem and their defaults.
+    link: https://docs.kernel.org/networking/ip-sysctl.html
 """
 
 EXAMPLES = r"""
@@ -123,7 +211,7 @@ EXAMPLES = r"""
       kernel.sched_autogroup_enabled: 0
       vm.swappiness: 10
       net.core.rmem_max: 268435456
-      net.ipv4.tcp_rmem: "4096 87380 134217728"
+      net.ipv4.tcp_rmem: "4096 131072 134217728"
 
 - name: Inside a serving container, set only what the container owns
   gpufleet.tuning.sysctl_profile:
@@ -133,6 +221,13 @@ EXAMPLES = r"""
       vm.swappiness: 10
     host_wide: skip
     on_unwritable: skip
+
+- name: Cap TCP memory on a small host, lowering what the kernel has
+  gpufleet.tuning.sysctl_profile:
+    name: small-host
+    settings:
+      net.ipv4.tcp_mem: "65536 87381 131072"
+    raise_only: []
 
 - name: Put back what the profile replaced and delete its file
   gpufleet.tuning.sysctl_profile:
@@ -148,10 +243,12 @@ before:
   type: dict
   sample: {"vm.swappiness": "60", "net.ipv4.tcp_rmem": "4096 131072 6291456"}
 after:
-  description: Value of each key after this run (in check mode, the planned value).
+  description:
+    - Value of each key after this run (in check mode, the planned value).
+    - On a failure, the values read back after the rollback.
   returned: always
   type: dict
-  sample: {"vm.swappiness": "10", "net.ipv4.tcp_rmem": "4096 87380 134217728"}
+  sample: {"vm.swappiness": "10", "net.ipv4.tcp_rmem": "4096 131072 134217728"}
 changed_keys:
   description: Keys whose runtime value was (or, in check mode, would be) written.
   returned: always
@@ -166,6 +263,19 @@ skipped_keys:
   returned: always
   type: dict
   sample: {"vm.swappiness": "host-wide key: the host sets it (gpufleet.tuning.host role); currently 60, wanted 10"}
+kept_higher:
+  description:
+    - O(raise_only) keys where the kernel already had more than the profile in at least one
+      field, with the profile's value, the value applied and persisted, and the positions
+      (counted from 1) of the fields kept from the kernel.
+  returned: always
+  type: dict
+  sample: {"net.ipv4.tcp_rmem": {"wanted": "4096 87380 134217728", "effective": "4096 131072 134217728", "fields": [2]}}
+rollback_errors:
+  description: On a failure, the undo steps that failed in turn (empty when everything was restored).
+  returned: failure
+  type: list
+  elements: str
 container:
   description: Whether the module runs inside a container, and the evidence.
   returned: always
@@ -209,19 +319,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            name=dict(type="str", required=True),
-            settings=dict(type="dict", default={}),
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-            persist=dict(type="bool", default=True),
-            apply=dict(type="bool", default=True),
-            priority=dict(type="int", default=90),
-            on_unwritable=dict(type="str", default="fail", choices=["fail", "skip"]),
-            host_wide=dict(type="str", default="apply", choices=["apply", "skip"]),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=sysctl_profile.ARGUMENT_SPEC, supports_check_mode=True)
     outcome.finish(module, lambda: sysctl_profile.run(module.params, check_mode=module.check_mode))
 
 

@@ -44,3 +44,60 @@ def test_bad_choice_rejected_by_argspec(tmp_path, monkeypatch, capsys):
     failed, result = run_module(sysctl_profile, {"name": "t", "settings": {"vm.swappiness": 1},
                                                  "on_unwritable": "ignore"}, capsys)
     assert failed and "on_unwritable" in result["msg"] and "ignore" in result["msg"]
+
+
+def test_documentation_matches_the_engines_argument_spec():
+    """One argument spec (module_utils.sysctl_profile.ARGUMENT_SPEC): the docs list every
+    option with its type, choices and default, and raise_only's default is the engine's list."""
+    import yaml
+    from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl
+    doc = yaml.safe_load(sysctl_profile.DOCUMENTATION)["options"]
+    assert sorted(doc) == sorted(sp.ARGUMENT_SPEC)
+    for name, spec in sp.ARGUMENT_SPEC.items():
+        assert doc[name]["type"] == spec["type"], name
+        assert doc[name].get("default") == spec.get("default"), name
+        assert doc[name].get("choices") == spec.get("choices"), name
+        assert bool(doc[name].get("required")) == bool(spec.get("required")), name
+    assert doc["raise_only"]["default"] == list(sysctl.RAISE_ONLY_DEFAULT)
+
+
+def test_kept_higher_in_exit_json(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch)
+    write_tree(tmp_path, {"proc/sys/net/ipv4/tcp_rmem": "4096\t131072\t6291456\n"})
+    failed, result = run_module(sysctl_profile, {"name": "t", "settings": {
+        "net.ipv4.tcp_rmem": "4096 87380 134217728"}}, capsys)
+    assert not failed
+    assert result["after"]["net.ipv4.tcp_rmem"] == "4096 131072 134217728"
+    assert result["kept_higher"]["net.ipv4.tcp_rmem"]["fields"] == [2]
+    failed, result = run_module(sysctl_profile, {"name": "t", "raise_only": [], "settings": {
+        "net.ipv4.tcp_rmem": "4096 87380 134217728"}}, capsys)
+    assert not failed and result["after"]["net.ipv4.tcp_rmem"] == "4096 87380 134217728"
+
+
+def test_fail_json_after_a_rollback_names_the_file_and_what_was_restored(tmp_path, monkeypatch, capsys):
+    import errno
+    import os
+    from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+    _fake(tmp_path, monkeypatch)
+    real = fileops.write_atomic
+
+    def read_only(path, *a, **k):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+    monkeypatch.setattr(fileops, "write_atomic", read_only)
+    failed, result = run_module(sysctl_profile, {"name": "t", "settings": {"vm.swappiness": 10}}, capsys)
+    monkeypatch.setattr(fileops, "write_atomic", real)
+    assert failed
+    assert "%s: Read-only file system (EROFS)" % (tmp_path / "etc/sysctl.d/90-gpufleet-t.conf") in result["msg"]
+    assert "restored: vm.swappiness to '60'" in result["msg"]
+    assert result["after"] == {"vm.swappiness": "60"} and result["rollback_errors"] == []
+    assert "changed" not in result or result["changed"] is False
+    assert (tmp_path / "proc/sys/vm/swappiness").read_text().strip() == "60"
+
+
+def test_foreign_file_fails_cleanly(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch)
+    write_tree(tmp_path, {"etc/sysctl.d/90-gpufleet-t.conf": "vm.swappiness = 1\n"})
+    failed, result = run_module(sysctl_profile, {"name": "t", "state": "absent"}, capsys)
+    assert failed and "refusing to remove it" in result["msg"]
+    failed, result = run_module(sysctl_profile, {"name": "t", "state": "absent", "adopt": True}, capsys)
+    assert not failed and result["changed"] is True
