@@ -15,6 +15,22 @@ not exist here (no cpuidle driver in a VM, no cpufreq driver on the GPU machines
 with its reason and is not an error. The contract is the collection's: validate, read, plan,
 stop in check mode, write and read back each file inside a Transaction, restore everything on
 the first failure.
+
+Inside a container (container.detect: live evidence, never a marker file alone) reading is
+always allowed and only writing is refused, unless ``allow_in_container`` says this really is
+the host:
+
+- runtime writes (a ``disable`` flag, a governor, an EPP) would change the host's CPUs from a
+  privileged container or fail in an unprivileged one: the call fails, naming every state and
+  policy that would change, and writes nothing (check mode reports the same refusal);
+- the boot unit is left out of the plan and reported in ``skipped_keys["boot unit"]``: a unit
+  written inside a container runs when the container's systemd starts, not when the host
+  boots, so it would persist nothing for the host (and a privileged container would apply it
+  to the host at every container start);
+- with nothing to write, the call is ok and unchanged, and returns what it found.
+
+Offline CPUs and inactive cpufreq policies are left alone and reported; see cpu_sysfs for what
+the kernel shows for them (EBUSY from every attribute of an inactive policy since 5.19).
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import container a
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power_boot
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_sysfs
 from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils.cpu_sysfs import describe_oserror
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
@@ -42,6 +59,9 @@ _MAX_BOUND_US = 3600 * 1000 * 1000
 _EPP_PINNING_DRIVERS = ("intel_pstate", "amd-pstate-epp")
 
 PARTS = ("idle_states", "governor", "energy_performance_preference")
+
+# skipped_keys entry for a boot unit left out of the plan inside a container.
+BOOT_UNIT_KEY = "boot unit"
 
 
 class CpuPowerError(ModuleFailure):
@@ -70,7 +90,8 @@ def validate(params):
                             % (bound, _MAX_BOUND_US))
     out = {"max_idle_latency_us": bound,
            "enable_within_bound": bool(params.get("enable_within_bound")),
-           "persist": bool(params.get("persist"))}
+           "persist": bool(params.get("persist")),
+           "allow_in_container": bool(params.get("allow_in_container"))}
     for key in ("governor", "energy_performance_preference"):
         value = params.get(key)
         if value is not None and (not isinstance(value, str) or not _WORD_RE.match(value)):
@@ -103,22 +124,41 @@ def _wanted_disable(state, settings):
     return None
 
 
+def _idle_states_unless_gone(cpu, root):
+    """The CPU's idle states, or None when it went offline while they were read.
+
+    haltpoll unregisters an offline CPU's cpuidle device, so its files vanish under the reader;
+    any other read error of a CPU that is still online is a CpuSysfsError.
+    """
+    try:
+        return cpu_sysfs.idle_states(cpu, root)
+    except cpu_sysfs.CpuSysfsError:
+        if cpu in cpu_sysfs.online_cpus(root):
+            raise
+        return None
+
+
 def _read_idle(settings, root, online):
     """Read the idle states of the online CPUs; return the idle plan dict."""
     plan = {"driver": None, "governor": None, "per_cpu": {}, "writes": [], "reason": None,
-            "without_states": []}
+            "without_states": [], "went_offline": []}
     requested = settings["max_idle_latency_us"] is not None
     try:
         plan["driver"] = cpu_sysfs.idle_driver(root)
         plan["governor"] = cpu_sysfs.idle_governor(root)
         for cpu in online:
-            plan["per_cpu"][cpu] = cpu_sysfs.idle_states(cpu, root)
+            states = _idle_states_unless_gone(cpu, root)
+            if states is None:
+                plan["went_offline"].append(cpu)
+            else:
+                plan["per_cpu"][cpu] = states
     except cpu_sysfs.CpuSysfsError as exc:
         if requested:
             raise CpuPowerError("cannot read the CPU idle states, nothing was changed: %s" % exc)
         plan["reason"] = "not requested; reading them failed: %s" % exc
         plan["per_cpu"] = {}
         return plan
+    online = [cpu for cpu in online if cpu in plan["per_cpu"]]
     with_states = [cpu for cpu in online if plan["per_cpu"][cpu]]
     plan["without_states"] = [cpu for cpu in online if not plan["per_cpu"][cpu]]
     if not with_states:
@@ -208,9 +248,11 @@ def _read_freq(settings, root, skipped):
                   "firmware or hypervisor sets the CPU speed")
     inactive = [p for p in policies if not p.active]
     if inactive and (governor is not None or epp is not None):
+        reasons = sorted(set(p.inactive_reason for p in inactive if p.inactive_reason))
         skipped["cpufreq %s" % ", ".join(p.name for p in inactive)] = (
-            "inactive (all CPUs of the policy are offline, CPUs %s); left alone"
-            % _cpus(sum((p.related for p in inactive), [])))
+            "inactive (all CPUs of the policy are offline, CPUs %s); left alone%s"
+            % (_cpus(sum((p.related for p in inactive), [])),
+               " (%s)" % "; ".join(reasons) if reasons else ""))
 
     if governor is None:
         plan["governor_reason"] = "not requested (governor is null)"
@@ -325,12 +367,40 @@ def _policy_undo(policy):
     return undo
 
 
+def _refused_writes(idle_writes, freq, settings):
+    """What a refused call would have changed: one phrase per state row and per setting."""
+    what = []
+    groups = {}
+    for state, want in idle_writes:
+        groups.setdefault((want, state.index, state.name, state.latency), []).append(state.cpu)
+    for (want, index, name, latency), cpus in sorted(groups.items()):
+        action = "disable" if want else "enable"
+        what.append("%s state%d (%s, %dus) on CPUs %s" % (action, index, name, latency, _cpus(cpus)))
+    for attr, key, policies in (("scaling_governor", "governor", freq["governor_writes"]),
+                                ("energy_performance_preference", "energy_performance_preference",
+                                 freq["epp_writes"])):
+        if policies:
+            names = ", ".join(p.name for p in policies)
+            cpus = _cpus(sum((p.cpus for p in policies), []))
+            what.append("set %s %s on %s (CPUs %s)" % (attr, settings[key], names, cpus))
+    return what
+
+
+def _boot_unit_skip_reason(container, changes, problem):
+    """skipped_keys text for boot unit files left alone inside a container."""
+    would = ("replace a file it does not own: %s" % problem) if problem else \
+        ", ".join(change.describe() for change in changes)
+    return container_mod.persistence_left_alone(container, "a systemd unit", would)
+
+
 def run(params, check_mode=False, paths=None):
     """Plan and apply; return the module result dict or raise CpuPowerError."""
     paths = paths or Paths()
     settings = validate(params)
     root = paths.cpu_root
     container = container_mod.detect(proc_root=paths.proc, root=paths.root)
+    # Reading is always allowed; writing inside a container only with allow_in_container.
+    guarded = container_mod.guarded(container, settings["allow_in_container"])
     try:
         online = cpu_sysfs.online_cpus(root)
         offline = sorted(set(cpu_sysfs.cpu_dirs(root)) - set(online))
@@ -356,6 +426,9 @@ def run(params, check_mode=False, paths=None):
         skipped["offline CPUs %s" % _cpus(offline)] = (
             "left alone (their files may be absent); the boot unit covers them when they are "
             "online at boot, or run %s after bringing them online" % paths.script_path)
+    if idle["went_offline"]:
+        skipped["CPUs %s" % _cpus(idle["went_offline"])] = (
+            "went offline while their idle states were read; left alone")
 
     present = settings["persist"] and bool(applicable)
     wanted = cpu_power_boot.wanted(
@@ -363,10 +436,18 @@ def run(params, check_mode=False, paths=None):
         (settings["max_idle_latency_us"], settings["enable_within_bound"], settings["governor"],
          settings["energy_performance_preference"]),
         systemd_dir=paths.systemd_dir, script_path=paths.script_path)
+    file_problem = None
     try:
         file_changes = managed_files.plan(wanted)
     except (OSError, IOError) as exc:
-        raise CpuPowerError("cannot read the boot unit files, nothing was changed: %s" % describe_oserror(exc))
+        if not guarded:
+            raise CpuPowerError("cannot plan the boot unit files, nothing was changed: %s" % fileops.describe(exc),
+                                {"container": container})
+        file_changes, file_problem = [], fileops.describe(exc)
+    boot_unit_left_alone = guarded and bool(file_changes or file_problem)
+    if boot_unit_left_alone:
+        skipped[BOOT_UNIT_KEY] = _boot_unit_skip_reason(container, file_changes, file_problem)
+        file_changes = []
 
     policies = freq["policies"]
     gov_before = dict((p.name, p.governor) for p in policies)
@@ -382,12 +463,6 @@ def run(params, check_mode=False, paths=None):
         epp_after[policy.name] = settings["energy_performance_preference"]
 
     runtime_writes = bool(idle["writes"] or freq["governor_writes"] or freq["epp_writes"])
-    if container["detected"] and (runtime_writes or file_changes):
-        raise CpuPowerError(
-            "this runs inside a container (%s): CPU idle states and cpufreq belong to the host, "
-            "and a write here would fail or change the host; run it on the host "
-            "(gpufleet.tuning.host role); nothing was changed" % "; ".join(container["evidence"]),
-            {"container": container})
 
     result = {
         "changed": False,
@@ -403,6 +478,12 @@ def run(params, check_mode=False, paths=None):
         "script_path": paths.script_path,
         "reboot_required": False,
     }
+
+    if guarded and runtime_writes:
+        rows, _before, _after = _idle_summary(idle, settings, {})
+        partial = dict(result, states=rows)
+        raise CpuPowerError(container_mod.refusal(_refused_writes(idle["writes"], freq, settings), container,
+                                                  "CPU idle states and cpufreq"), partial)
 
     if not check_mode and (runtime_writes or file_changes):
         _check_writable([s.disable_path for s, _w in idle["writes"]]
@@ -431,7 +512,7 @@ def run(params, check_mode=False, paths=None):
             managed_files.apply(file_changes, tx)
         except (CpuPowerError, cpu_sysfs.CpuSysfsError, OSError, IOError) as exc:
             text = exc.message if isinstance(exc, CpuPowerError) else (
-                describe_oserror(exc) if isinstance(exc, (OSError, IOError)) else str(exc))
+                fileops.describe(exc) if isinstance(exc, (OSError, IOError)) else str(exc))
             err = tx.abort(text)
             raise CpuPowerError(err.full_message(), result)
         # what the kernel shows now: a governor switch can move EPP on its own
@@ -472,7 +553,9 @@ def run(params, check_mode=False, paths=None):
         "governor_after": _by_value(active, gov_after),
         "epp_before": _by_value(active, epp_before),
         "epp_after": _by_value(active, epp_after),
-        "persisted": present,
+        # installed as wanted after this run; a boot unit left alone in a container is
+        # installed only if it was to be removed (and so is still there)
+        "persisted": (not present) if boot_unit_left_alone else present,
         "diff": diff,
     })
     if not applicable and not result["changed"]:

@@ -13,9 +13,20 @@ are the interface the tools wrap anyway. Three groups of files matter:
   disable}``; ``latency`` is the exit latency in microseconds, and writing 1 to ``disable`` keeps
   that CPU out of the state until reboot;
 - cpufreq: one ``cpufreq/policyN`` per group of CPUs sharing a clock, with ``affected_cpus``
-  (the online ones; empty when the policy is inactive, whose other files then fail with EBUSY),
-  ``scaling_governor``/``scaling_available_governors`` and, with intel_pstate or amd-pstate in
-  active mode, ``energy_performance_preference``/``energy_performance_available_preferences``.
+  (the online ones), ``scaling_governor``/``scaling_available_governors`` and, with intel_pstate
+  or amd-pstate in active mode, ``energy_performance_preference``/
+  ``energy_performance_available_preferences``.
+
+A policy whose CPUs are all offline stays in sysfs ("inactive"). Since Linux 5.19 ("cpufreq:
+Allow sysfs access only for active policies", drivers/cpufreq/cpufreq.c show()/store():
+``if (likely(!policy_is_inactive(policy))) ... else -EBUSY``) the kernel answers EBUSY to a
+read or write of *every* attribute of such a policy, ``affected_cpus`` and ``related_cpus``
+included; older kernels show an empty ``affected_cpus``. Both shapes read here as an inactive
+policy (``Policy.active`` false, ``Policy.inactive_reason`` saying which), never as an error.
+Its CPUs are then taken from the ``cpuN/cpufreq`` links, which the kernel keeps for offline
+CPUs. cpuidle has no such rule: intel_idle and acpi_idle keep an offline CPU's ``cpuidle``
+directory readable, and haltpoll unregisters the CPU's cpuidle device on offline, so the
+directory is simply gone (drivers/cpuidle/cpuidle-haltpoll.c, haltpoll_cpu_offline()).
 
 Every function takes the directory (``CPU_ROOT`` by default) so tests can point it at a fake
 tree. Nothing here decides what to change: that is the cpu_power engine's job.
@@ -37,8 +48,21 @@ _STATE_DIR_RE = re.compile(r"^state(\d+)\Z")
 _POLICY_DIR_RE = re.compile(r"^policy(\d+)\Z")
 
 
+# What the kernel answers for an attribute of a policy that has no online CPU (EBUSY, see
+# above) or whose directory is being torn down (kernfs answers ENODEV for a removed node).
+INACTIVE_ERRNOS = frozenset([errno.EBUSY, errno.ENODEV])
+
+
 class CpuSysfsError(Exception):
-    """A file that should be readable is not, or holds something unexpected."""
+    """A file that should be readable is not, or holds something unexpected.
+
+    ``errno`` and ``path`` are set when the cause was an OSError reading ``path``.
+    """
+
+    def __init__(self, message, errno_=None, path=None):
+        super(CpuSysfsError, self).__init__(message)
+        self.errno = errno_
+        self.path = path
 
 
 def read_attr(path):
@@ -46,7 +70,8 @@ def read_attr(path):
     try:
         text = fileops.read_text(path)
     except (OSError, IOError) as exc:
-        raise CpuSysfsError("cannot read %s: %s" % (path, describe_oserror(exc)))
+        raise CpuSysfsError("cannot read %s: %s" % (path, describe_oserror(exc)),
+                            getattr(exc, "errno", None), path)
     if text is None:
         return None
     return text.strip()
@@ -216,7 +241,8 @@ def idle_states(cpu, root=CPU_ROOT):
 class Policy(object):
     """One cpufreq policy: the CPUs it drives and its governor and EPP settings."""
 
-    def __init__(self, name, path, cpus, related, driver, governor, available_governors, epp, available_epp):
+    def __init__(self, name, path, cpus, related, driver, governor, available_governors, epp, available_epp,
+                 inactive_reason=None):
         self.name = name
         self.path = path
         self.cpus = cpus                      # affected (online) CPUs
@@ -226,6 +252,7 @@ class Policy(object):
         self.available_governors = available_governors
         self.epp = epp                        # None when the driver does not expose EPP
         self.available_epp = available_epp
+        self.inactive_reason = inactive_reason  # why it counts as inactive; None when active
 
     @property
     def active(self):
@@ -235,9 +262,45 @@ class Policy(object):
         return os.path.join(self.path, name)
 
 
+def _linked_cpus(root, name):
+    """CPUs whose ``cpuN/cpufreq`` link points at policy ``name`` (kept while they are offline)."""
+    cpus = []
+    for number, path in cpu_dirs(root).items():
+        link = os.path.join(path, "cpufreq")
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if os.path.basename(os.path.normpath(target)) == name:
+            cpus.append(number)
+    return sorted(cpus)
+
+
+def _read_policy(entry, path):
+    """Read one policy; CpuSysfsError (with errno) when an attribute cannot be read."""
+    cpus = parse_cpu_words(read_attr(os.path.join(path, "affected_cpus")))
+    related = parse_cpu_words(read_attr(os.path.join(path, "related_cpus")))
+    policy = Policy(entry, path, cpus, related or list(cpus), None, None, [], None, [])
+    if not cpus:
+        policy.inactive_reason = "affected_cpus is empty"
+        return policy
+    policy.driver = read_attr(os.path.join(path, "scaling_driver"))
+    policy.governor = read_attr(os.path.join(path, "scaling_governor"))
+    policy.available_governors = (read_attr(os.path.join(path, "scaling_available_governors")) or "").split()
+    policy.epp = read_attr(os.path.join(path, "energy_performance_preference"))
+    policy.available_epp = (read_attr(os.path.join(path, "energy_performance_available_preferences"))
+                            or "").split()
+    return policy
+
+
 def policies(root=CPU_ROOT):
-    """Every ``cpufreq/policyN`` in number order; an inactive one (all CPUs offline) has cpus []
-    and None for the attributes the kernel refuses to show then."""
+    """Every ``cpufreq/policyN`` in number order.
+
+    An inactive policy (all its CPUs offline) has ``cpus`` [] and None for everything the
+    kernel does not show then; an attribute read answered with EBUSY or ENODEV (see the module
+    docstring) makes the policy inactive too, since that is how the kernel says so. Any other
+    read error is a CpuSysfsError.
+    """
     base = os.path.join(root, "cpufreq")
     entries = _entries(base)
     found = []
@@ -246,15 +309,13 @@ def policies(root=CPU_ROOT):
         if not match:
             continue
         path = os.path.join(base, entry)
-        cpus = parse_cpu_words(read_attr(os.path.join(path, "affected_cpus")))
-        related = parse_cpu_words(read_attr(os.path.join(path, "related_cpus")))
-        policy = Policy(entry, path, cpus, related or list(cpus), None, None, [], None, [])
-        if cpus:
-            policy.driver = read_attr(os.path.join(path, "scaling_driver"))
-            policy.governor = read_attr(os.path.join(path, "scaling_governor"))
-            policy.available_governors = (read_attr(os.path.join(path, "scaling_available_governors")) or "").split()
-            policy.epp = read_attr(os.path.join(path, "energy_performance_preference"))
-            policy.available_epp = (read_attr(os.path.join(path, "energy_performance_available_preferences"))
-                                    or "").split()
+        try:
+            policy = _read_policy(entry, path)
+        except CpuSysfsError as exc:
+            if exc.errno not in INACTIVE_ERRNOS:
+                raise
+            related = _linked_cpus(root, entry) or [int(match.group(1))]
+            policy = Policy(entry, path, [], related, None, None, [], None, [],
+                            inactive_reason="the kernel refuses to show it: %s" % exc)
         found.append((int(match.group(1)), policy))
     return [policy for _number, policy in sorted(found, key=lambda item: item[0])]

@@ -26,6 +26,7 @@ import sys
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import container as container_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pci_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
@@ -322,31 +323,44 @@ def run(params, check_mode=False, paths=None):
     # A node with no matching device gets no new udev rule (nothing to keep); files an earlier
     # run installed stay until persist=false removes them.
     nothing_to_keep = spec["persist"] and not targets
-    file_changes = [] if nothing_to_keep else managed_files.plan(wanted_files(spec, paths))
+    # Inside a container (without allow_in_container) reading is fine and writing is not: MRRS
+    # writes are refused below, and the udev persistence is left out of the plan (reported in
+    # skipped_keys), since a rule installed in a container acts for the container's udev, if
+    # any, never at the host's boot (container.persistence_left_alone).
+    guarded = container_mod.guarded(container, spec["allow_in_container"])
+    file_changes, file_problem = [], None
+    if not nothing_to_keep:
+        try:
+            file_changes = managed_files.plan(wanted_files(spec, paths))
+        except (OSError, IOError) as exc:
+            if not guarded:
+                raise
+            file_problem = fileops.describe(exc)
+    skipped_keys = dict((e["bdf"], e["reason"]) for e in entries if e["reason"])
+    udev_left_alone = guarded and bool(file_changes or file_problem)
+    if udev_left_alone:
+        would = ("replace a file it does not own: %s" % file_problem) if file_problem else \
+            ", ".join(change.describe() for change in file_changes)
+        skipped_keys["udev rule"] = container_mod.persistence_left_alone(container, "a udev rule", would)
+        file_changes = []
 
     result = {
         "changed": False,
         "size": spec["size"],
         "devices": entries,
-        "skipped_keys": dict((e["bdf"], e["reason"]) for e in entries if e["reason"]),
+        "skipped_keys": skipped_keys,
         "container": container,
-        "persisted": spec["persist"] and (bool(targets) or os.path.exists(paths.rule)),
+        "persisted": (os.path.exists(paths.rule) if udev_left_alone
+                      else spec["persist"] and (bool(targets) or os.path.exists(paths.rule))),
         "files": [paths.helper, paths.rule],
         "reboot_required": False,
         "diff": [],
     }
 
-    if (planned or file_changes) and container["detected"] and not spec["allow_in_container"]:
-        what = []
-        if planned:
-            what.append("set MRRS %d on %s" % (spec["size"], ", ".join(e["bdf"] for e, _cap in planned)))
-        if file_changes:
-            what.append("install the udev persistence" if spec["persist"] else "remove the udev persistence")
-        raise PcieError(
-            "refusing to %s from inside a container (%s): PCI config space and udev belong to the "
-            "host, so run this on the host (gpufleet.tuning.host role); nothing was changed. Set "
-            "allow_in_container=true only where the detection is wrong and this is the host"
-            % (" and ".join(what), "; ".join(container["evidence"])), _partial(result, entries))
+    if planned and guarded:
+        raise PcieError(container_mod.refusal(
+            ["set MRRS %d on %s" % (spec["size"], ", ".join(e["bdf"] for e, _cap in planned))], container,
+            "PCI config space and udev"), _partial(result, entries))
     blocked = [e for e, _cap in planned if not pci_config.writable(paths.sysfs, e["bdf"])]
     if blocked:
         hint = ("read-only here: this looks like a container, whose /sys is the host's"

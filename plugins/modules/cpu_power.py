@@ -33,9 +33,18 @@ description:
   - Offline CPUs are left alone and reported; the boot unit covers a CPU that is online at the
     next boot. A CPU brought online later keeps all its states until the script is run again
     (C(/usr/local/sbin/gpufleet-cpu-power), or C(systemctl restart gpufleet-cpu-power)) or the
-    module runs again.
-  - Refuses to change anything inside a container (detected from strong evidence, never from a
-    stale C(/.dockerenv) alone), since idle states and cpufreq belong to the host.
+    module runs again. A cpufreq policy whose CPUs are all offline is inactive; the kernel
+    (5.19 and later) answers EBUSY to every one of its files, older kernels show no affected
+    CPUs. Either way it is reported in RV(skipped_keys) and left alone, by the module and by the
+    boot script.
+  - Inside a container (detected from live evidence, never from a stale C(/.dockerenv) alone)
+    the module reads and reports, but does not write, since idle states and cpufreq belong to
+    the host. When nothing needs changing the result is ok and unchanged. A runtime change
+    (a state to disable or enable, a governor or EPP to set) fails the call, naming each state
+    and policy that would change, and writes nothing (in check mode too). The boot unit is not
+    installed or removed there, and RV(skipped_keys) says so under C(boot unit), since a unit
+    written in a container runs when the container starts, not when the host boots. O(allow_in_container)
+    lifts all of this where the detection is wrong.
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -91,8 +100,20 @@ options:
         machine.
       - V(false) removes the unit, its enable symlink and the script, if an earlier run
         installed them; the runtime values stay until reboot.
+      - Inside a container (without O(allow_in_container)) the unit is neither installed nor
+        removed; RV(skipped_keys) says what the plan would have done.
     type: bool
     default: true
+  allow_in_container:
+    description:
+      - Write (idle states, governor, EPP, boot unit) even where a container is detected. Only
+        for a host that the detection wrongly calls a container; in a real privileged container
+        the runtime writes change the host's CPUs, and the boot unit runs at every start of the
+        container.
+      - V(false) (the default) reads and reports inside a container, fails when a runtime value
+        would change, and leaves the boot unit alone.
+    type: bool
+    default: false
 notes:
   - Disabling states through sysfs acts at once and needs no daemon; the alternatives are a
     process holding C(/dev/cpu_dma_latency) open (tuned) or the kernel parameters
@@ -125,6 +146,11 @@ EXAMPLES = r"""
 - name: Remove the boot unit again (the runtime values stay until reboot)
   gpufleet.tuning.cpu_power:
     persist: false
+
+- name: A host that the container detection gets wrong (read the evidence in the result first)
+  gpufleet.tuning.cpu_power:
+    max_idle_latency_us: 10
+    allow_in_container: true
 """
 
 RETURN = r"""
@@ -240,13 +266,18 @@ skipped_keys:
   description:
     - Requested parts that do not apply here, offline CPUs and inactive policies, each with
       the reason.
+    - C(boot unit) when the boot unit was left alone inside a container, with the evidence and
+      what the plan would have done.
     - Named C(skipped_keys), not C(skipped), because Ansible reports any task whose result has
       a true C(skipped) as skipped, which would hide the changes made to the other parts.
   returned: always
   type: dict
   sample: {"offline CPUs 6-7": "left alone (their files may be absent)"}
 persisted:
-  description: Whether the boot unit and script are installed after this run.
+  description:
+    - Whether the boot unit and script are installed as wanted after this run.
+    - Inside a container the unit is left alone, so this is false when it would have been
+      installed and true when it would have been removed.
   returned: success
   type: bool
 unit_path:
@@ -284,6 +315,7 @@ def main():
             governor=dict(type="str"),
             energy_performance_preference=dict(type="str"),
             persist=dict(type="bool", default=True),
+            allow_in_container=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )

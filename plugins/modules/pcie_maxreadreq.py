@@ -37,11 +37,14 @@ description:
     this collection's C(module_utils/pci_config.py) source, so the boot path runs the same code
     as the module. Both files are written atomically and only when their content differs;
     O(persist=false) removes them.
-  - Inside a container the GPUs' config space belongs to the host. When anything would be
-    written and a container is detected (from the user-namespace mapping, PID 1's environment,
-    cgroup paths; a lone C(/.dockerenv) is not trusted), the module fails saying so, unless
-    O(allow_in_container=true). Config space that is not writable (no root, read-only
-    C(/sys)) fails before anything is written.
+  - Inside a container the GPUs' config space belongs to the host. When a container is
+    detected (from the user-namespace mapping, PID 1's environment, cgroup paths; a lone
+    C(/.dockerenv) is not trusted), the module still reads and reports everything, and a run
+    with nothing to set is ok; a register that would have to change makes it fail, naming
+    the devices, unless O(allow_in_container=true). The udev rule is left out of the plan
+    there (a rule written inside a container does not run at the host's boot) and reported in
+    RV(skipped_keys). Config space that is not writable (no root, read-only C(/sys)) fails
+    before anything is written.
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:

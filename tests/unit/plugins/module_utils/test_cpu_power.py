@@ -608,3 +608,328 @@ def test_boot_script_reports_a_write_that_does_not_stick(host):
     assert "cannot write 1 to %s" % (base / "cpu1/cpuidle/state3/disable") in proc.stderr
     assert "disabled 3 and enabled 0 idle state(s)" in proc.stdout
     assert disable(base, 0, 3) == "1" and disable(base, 2, 3) == "1"
+
+
+# --- inside a container: a refusal to write, not to look ---------------------------------------
+
+# The CI machines that have cpuidle: haltpoll, both states within the default 10 us bound.
+HALTPOLL_STATES = (("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("haltpoll idle", "haltpoll idle", 1, 1))
+SHAPES = {
+    "no-states": dict(idle_driver=None, policies=None),
+    "within-bound": dict(states=HALTPOLL_STATES, idle_driver="haltpoll", policies=None),
+    "above-bound": dict(policies=None),  # intel_idle with C6 at 170 us
+}
+PODMAN = {"proc/1/environ": "container=podman\0", "run/.containerenv": ""}
+
+
+def in_container(tmp_path):
+    """The privileged podman container of the molecule host scenario: identity uid_map, a
+    read-write /proc/sys, container=podman in PID 1's environment, /run/.containerenv."""
+    write_tree(tmp_path, PODMAN)
+
+
+def unit_files(paths):
+    return [paths.script_path, os.path.join(paths.systemd_dir, "gpufleet-cpu-power.service"),
+            os.path.join(paths.systemd_dir, "multi-user.target.wants/gpufleet-cpu-power.service")]
+
+
+@pytest.mark.parametrize("allow", [False, True], ids=["guarded", "allow_in_container"])
+@pytest.mark.parametrize("persist", [True, False], ids=["persist", "runtime-only"])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("container", [False, True], ids=["host", "container"])
+def test_container_matrix(tmp_path, container, shape, persist, allow):
+    base = cpu_tree(tmp_path, **SHAPES[shape])
+    paths = make_paths(tmp_path)
+    if container:
+        in_container(tmp_path)
+    before = snapshot(tmp_path)
+    cpu_before = snapshot(base)
+    args = params(persist=persist, allow_in_container=allow)
+    writes_allowed = not container or allow
+
+    if shape == "above-bound" and not writes_allowed:
+        for check_mode in (True, False):
+            with pytest.raises(cp.CpuPowerError) as exc:
+                cp.run(args, check_mode=check_mode, paths=paths)
+            msg = exc.value.message
+            assert msg.startswith("refusing to disable state3 (C6, 170us) on CPUs 0-3 from inside a container "
+                                  "(PID 1 environment has container=podman; /run/.containerenv exists): CPU idle "
+                                  "states and cpufreq belong to the host"), msg
+            assert "nothing was changed" in msg and "allow_in_container=true" in msg
+            assert snapshot(tmp_path) == before
+            partial = exc.value.partial
+            assert partial["container"]["detected"] is True and partial["container"]["kind"] == "podman"
+            # what was found comes back with the failure: the state as it is, not as planned
+            c6 = partial["states"][3]
+            assert (c6["action"], c6["disabled_before"], c6["disabled_after"]) == ("disable", "none", "none")
+            if persist:
+                assert "would write %s" % paths.script_path in partial["skipped_keys"]["boot unit"]
+        return
+
+    result = cp.run(args, paths=paths)
+    assert result["container"]["detected"] is container
+    runtime_change = shape == "above-bound"
+    unit_wanted = persist and shape != "no-states"
+    unit_written = unit_wanted and writes_allowed
+    assert result["changed"] is (runtime_change or unit_written)
+    assert [os.path.exists(p) for p in unit_files(paths)] == [unit_written] * 3
+    assert result["persisted"] is unit_written
+    if runtime_change:
+        assert disable_matrix(base) == [["0", "0", "0", "1"]] * 4
+    elif not unit_written:
+        assert snapshot(tmp_path) == before  # nothing written at all
+    else:
+        assert snapshot(base) == cpu_before  # the unit only
+    if unit_wanted and not writes_allowed:
+        reason = result["skipped_keys"]["boot unit"]
+        assert reason.startswith("inside a container (PID 1 environment has container=podman; "
+                                 "/run/.containerenv exists): a systemd unit written here acts when the "
+                                 "container starts, not when the host boots"), reason
+        assert "would write %s, write %s, link %s -> ../gpufleet-cpu-power.service" % tuple(unit_files(paths)) in reason
+    else:
+        assert "boot unit" not in result["skipped_keys"]
+    if shape == "no-states":
+        assert result["skipped"] is True and "cpuidle driver: none" in result["not_applicable"]["idle_states"]
+    else:
+        assert "skipped" not in result
+        assert [r["action"] for r in result["states"]][-1] == ("disable" if runtime_change else "keep")
+    # and a second run changes nothing
+    assert cp.run(args, paths=paths)["changed"] is False
+
+
+def test_haltpoll_in_a_container_reports_what_it_found(tmp_path):
+    """The failure seen on a fresh CI machine: both haltpoll states within the bound, the plan
+    held only the boot unit, and the module refused inside the privileged host container."""
+    base = cpu_tree(tmp_path, cpus=2, states=HALTPOLL_STATES, idle_driver="haltpoll", policies=None)
+    write_tree(base, {"cpuidle/current_governor_ro": "haltpoll\n"})
+    paths = make_paths(tmp_path)
+    in_container(tmp_path)
+    before = snapshot(tmp_path)
+    for check_mode in (True, False):
+        result = cp.run(params(), check_mode=check_mode, paths=paths)
+        assert snapshot(tmp_path) == before
+        assert result["changed"] is False and result["persisted"] is False
+        assert (result["idle_driver"], result["idle_governor"]) == ("haltpoll", "haltpoll")
+        assert [(r["name"], r["latency_us"], r["action"], r["disabled_after"]) for r in result["states"]] == [
+            ("POLL", 0, "keep", "none"), ("haltpoll idle", 1, "keep", "none")]
+        assert sorted(result["skipped_keys"]) == ["boot unit", "energy_performance_preference", "governor"]
+        assert [d for d in result["diff"] if d["before"] != d["after"]] == []
+
+
+def test_container_refusal_names_the_policies_and_states(tmp_path):
+    cpu_tree(tmp_path, disabled=[(1, 2)])
+    paths = make_paths(tmp_path)
+    in_container(tmp_path)
+    before = snapshot(tmp_path)
+    with pytest.raises(cp.CpuPowerError) as exc:
+        cp.run(params(max_idle_latency_us=3, enable_within_bound=True, governor="performance",
+                      energy_performance_preference=None, persist=False), paths=paths)
+    assert exc.value.message.startswith(
+        "refusing to disable state2 (C1E, 4us) on CPUs 0,2-3; disable state3 (C6, 170us) on CPUs 0-3; "
+        "set scaling_governor performance on policy0, policy1, policy2, policy3 (CPUs 0-3) from inside a "
+        "container")
+    assert snapshot(tmp_path) == before
+    with pytest.raises(cp.CpuPowerError) as exc:
+        cp.run(params(max_idle_latency_us=None, governor="powersave", energy_performance_preference="power"),
+               paths=paths)
+    assert exc.value.message.startswith("refusing to set energy_performance_preference power on policy0, "
+                                        "policy1, policy2, policy3 (CPUs 0-3) from inside a container")
+    enable = cp.run(params(max_idle_latency_us=None, governor=None, energy_performance_preference=None,
+                           persist=False), paths=paths)
+    assert enable["changed"] is False and enable["governor_before"] == {"powersave": "0-3"}
+
+
+def test_container_leaves_an_installed_unit_alone_both_ways(tmp_path):
+    cpu_tree(tmp_path, states=HALTPOLL_STATES, idle_driver="haltpoll", policies=None)
+    paths = make_paths(tmp_path)
+    cp.run(params(), paths=paths)  # installed on the host, or with allow_in_container
+    in_container(tmp_path)
+    before = snapshot(tmp_path)
+    result = cp.run(params(), paths=paths)  # as wanted: nothing to leave alone, nothing to report
+    assert result["changed"] is False and result["persisted"] is True
+    assert "boot unit" not in result["skipped_keys"]
+    result = cp.run(params(persist=False), paths=paths)  # removing is a write too
+    assert result["changed"] is False and result["persisted"] is True
+    assert "would remove %s" % unit_files(paths)[2] in result["skipped_keys"]["boot unit"]
+    result = cp.run(params(max_idle_latency_us=5), paths=paths)  # a new script is a write
+    assert result["changed"] is False and result["persisted"] is False
+    assert "would write %s" % paths.script_path in result["skipped_keys"]["boot unit"]
+    assert snapshot(tmp_path) == before
+
+
+def test_container_with_a_foreign_unit_reports_it_instead_of_failing(tmp_path):
+    cpu_tree(tmp_path, states=HALTPOLL_STATES, idle_driver="haltpoll", policies=None)
+    paths = make_paths(tmp_path)
+    write_tree(tmp_path, {"etc/systemd/system/gpufleet-cpu-power.service": "[Unit]\nDescription=mine\n"})
+    with pytest.raises(cp.CpuPowerError) as exc:  # on the host: the marker rule refuses it
+        cp.run(params(), paths=paths)
+    assert exc.value.message.startswith("cannot plan the boot unit files, nothing was changed: %s: exists and "
+                                        "was not written by gpufleet.tuning" % unit_files(paths)[1])
+    in_container(tmp_path)
+    result = cp.run(params(), paths=paths)
+    assert result["changed"] is False
+    assert "would replace a file it does not own: %s: exists" % unit_files(paths)[1] in \
+        result["skipped_keys"]["boot unit"]
+
+
+# --- offline CPUs and inactive cpufreq policies ------------------------------------------------
+
+class BusyPolicies(object):
+    """Linux 5.19+: every attribute of a policy whose CPUs are all offline answers EBUSY
+    (drivers/cpufreq/cpufreq.c show(): ``if (likely(!policy_is_inactive(policy)))``, else
+    -EBUSY), affected_cpus and related_cpus included. Patches the one reader cpu_sysfs uses."""
+
+    def __init__(self, monkeypatch, names, number=errno.EBUSY):
+        from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+        self.real = fileops.read_text
+        self.names = names
+        self.number = number
+        self.refused = []
+        monkeypatch.setattr(fileops, "read_text", self)
+
+    def __call__(self, path):
+        parts = str(path).split(os.sep)
+        if "cpufreq" in parts and any(name in parts for name in self.names):
+            self.refused.append(path)
+            raise OSError(self.number, os.strerror(self.number), path)
+        return self.real(path)
+
+
+def link_policies(base, links):
+    """``cpuN/cpufreq -> ../cpufreq/policyM``, as the kernel keeps them for offline CPUs too."""
+    for cpu, policy in links.items():
+        os.symlink("../cpufreq/%s" % policy, str(base / ("cpu%d/cpufreq" % cpu)))
+
+
+def test_inactive_policies_answering_ebusy_are_left_alone(tmp_path, monkeypatch):
+    base = cpu_tree(tmp_path, cpus=4, offline=(2, 3))
+    link_policies(base, {0: "policy0", 1: "policy1", 2: "policy2", 3: "policy3"})
+    busy = BusyPolicies(monkeypatch, ("policy2", "policy3"))
+    paths = make_paths(tmp_path)
+    result = cp.run(params(), paths=paths)
+    assert busy.refused, "the fake kernel was never asked"
+    assert [policy_attr(base, n, "scaling_governor") for n in (0, 1)] == ["performance"] * 2
+    assert [policy_attr(base, n, "energy_performance_preference") for n in (0, 1)] == ["performance"] * 2
+    reason = result["skipped_keys"]["cpufreq policy2, policy3"]
+    assert reason.startswith("inactive (all CPUs of the policy are offline, CPUs 2-3); left alone (the kernel "
+                             "refuses to show it: cannot read %s: EBUSY 16" % (base / "cpufreq/policy2/affected_cpus"))
+    assert [(p["policy"], p["active"], p["cpus"], p["governor_before"]) for p in result["policies"]] == [
+        ("policy0", True, "0", "powersave"), ("policy1", True, "1", "powersave"),
+        ("policy2", False, "2", None), ("policy3", False, "3", None)]
+    assert result["governor_after"] == {"performance": "0-1"}
+    assert "offline CPUs 2-3" in result["skipped_keys"]
+    second = cp.run(params(), paths=paths)
+    assert second["changed"] is False
+
+
+def test_a_shared_inactive_policy_takes_its_cpus_from_the_links(tmp_path, monkeypatch):
+    base = cpu_tree(tmp_path, cpus=4, offline=(2, 3))
+    shutil.rmtree(str(base / "cpufreq/policy3"))
+    write_tree(base, {"cpufreq/policy2/related_cpus": "2 3\n"})
+    link_policies(base, {2: "policy2", 3: "policy2"})
+    BusyPolicies(monkeypatch, ("policy2",), number=errno.ENODEV)  # a policy being torn down
+    result = cp.run(params(energy_performance_preference=None), paths=make_paths(tmp_path))
+    assert "inactive (all CPUs of the policy are offline, CPUs 2-3)" in result["skipped_keys"]["cpufreq policy2"]
+    assert "ENODEV" in result["skipped_keys"]["cpufreq policy2"]
+
+
+def test_other_read_errors_of_a_policy_still_fail(tmp_path, monkeypatch):
+    cpu_tree(tmp_path, cpus=2)
+    BusyPolicies(monkeypatch, ("policy1",), number=errno.EIO)
+    paths = make_paths(tmp_path)
+    before = snapshot(tmp_path)
+    with pytest.raises(cp.CpuPowerError) as exc:
+        cp.run(params(), paths=paths)
+    assert exc.value.message.startswith("cannot read the cpufreq policies, nothing was changed: cannot read ")
+    assert "policy1/affected_cpus: EIO 5" in exc.value.message
+    assert snapshot(tmp_path) == before
+
+
+def test_inactive_policies_do_not_matter_when_cpufreq_is_not_requested(tmp_path, monkeypatch):
+    base = cpu_tree(tmp_path, cpus=4, offline=(3,))
+    BusyPolicies(monkeypatch, ("policy3",))
+    result = cp.run(params(governor=None, energy_performance_preference=None), paths=make_paths(tmp_path))
+    assert disable_matrix(base)[:3] == [["0", "0", "0", "1"]] * 3
+    assert not any(key.startswith("cpufreq") for key in result["skipped_keys"])
+
+
+def test_a_cpu_going_offline_while_read_is_left_alone(tmp_path, monkeypatch):
+    # haltpoll unregisters an offline CPU's cpuidle device: its files vanish under the reader
+    base = cpu_tree(tmp_path, cpus=4, states=HALTPOLL_STATES + (("deep", "fake deep", 50, 100),),
+                    idle_driver="haltpoll", policies=None)
+    real = cpu_sysfs.idle_states
+
+    def vanishing(cpu, root):
+        if cpu == 3:
+            write_tree(base, {"online": "0-2\n", "cpu3/online": "0\n"})
+            shutil.rmtree(str(base / "cpu3/cpuidle"))
+            raise cpu_sysfs.CpuSysfsError("%s is missing" % (base / "cpu3/cpuidle/state0/latency"))
+        return real(cpu, root)
+    monkeypatch.setattr(cpu_sysfs, "idle_states", vanishing)
+    result = cp.run(params(), paths=make_paths(tmp_path))
+    assert result["skipped_keys"]["CPUs 3"] == "went offline while their idle states were read; left alone"
+    assert [(r["name"], r["cpus"], r["disabled_after"]) for r in result["states"]] == [
+        ("POLL", "0-2", "none"), ("haltpoll idle", "0-2", "none"), ("deep", "0-2", "0-2")]
+
+
+def test_a_read_error_of_a_cpu_still_online_fails(tmp_path, monkeypatch):
+    cpu_tree(tmp_path, cpus=2)
+
+    def broken(cpu, root):
+        raise cpu_sysfs.CpuSysfsError("cannot read cpu%d: EIO 5" % cpu)
+    monkeypatch.setattr(cpu_sysfs, "idle_states", broken)
+    with pytest.raises(cp.CpuPowerError) as exc:
+        cp.run(params(), paths=make_paths(tmp_path))
+    assert "cannot read the CPU idle states, nothing was changed: cannot read cpu0: EIO 5" in exc.value.message
+
+
+def fake_cat_refusing(tmp_path, policies):
+    """A ``cat`` first on PATH that answers EBUSY for the files of ``policies``, as the kernel
+    does for an inactive policy (regular files cannot refuse a read by themselves)."""
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    pattern = "|".join("*/cpufreq/%s/*" % name for name in policies)
+    (bindir / "cat").write_text(
+        "#!/bin/sh\n"
+        "for f in \"$@\"; do\n"
+        "    case \"$f\" in\n"
+        "        %s) echo \"cat: $f: Device or resource busy\" >&2; exit 1 ;;\n"
+        "    esac\n"
+        "done\n"
+        "exec %s \"$@\"\n" % (pattern, shutil.which("cat")))
+    os.chmod(str(bindir / "cat"), 0o755)
+    return str(bindir)
+
+
+def test_boot_script_leaves_an_inactive_policy_alone(host):
+    tmp_path, base, paths = host
+    cp.run(params(), paths=paths)
+    shutil.rmtree(str(base))
+    base = cpu_tree(tmp_path, cpus=4, offline=(2, 3))
+    # the kernel's inactive policies: files there, every read refused
+    write_tree(base, {"cpufreq/policy2/scaling_governor": "powersave\n",
+                      "cpufreq/policy2/energy_performance_preference": "balance_performance\n",
+                      "cpufreq/policy2/affected_cpus": "2\n"})
+    fakebin = fake_cat_refusing(tmp_path, ("policy2", "policy3"))
+    env = dict(os.environ, GPUFLEET_CPU_SYSFS=str(base), PATH=fakebin + os.pathsep + os.environ["PATH"])
+    proc = subprocess.run([SH, paths.script_path], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, check=False)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert "set the governor of 2 and the EPP of 2 cpufreq polic(ies)" in proc.stdout
+    assert policy_attr(base, 2, "scaling_governor") == "powersave"  # untouched
+    assert [policy_attr(base, n, "scaling_governor") for n in (0, 1)] == ["performance"] * 2
+
+
+def test_boot_script_with_haltpoll_and_an_offline_cpu_without_cpuidle(tmp_path):
+    base = cpu_tree(tmp_path, cpus=2, states=HALTPOLL_STATES + (("deep", "fake deep", 50, 100),),
+                    idle_driver="haltpoll", policies=None)
+    paths = make_paths(tmp_path)
+    cp.run(params(), paths=paths)
+    shutil.rmtree(str(base))
+    base = cpu_tree(tmp_path, cpus=3, offline=(2,), states=HALTPOLL_STATES + (("deep", "fake deep", 50, 100),),
+                    idle_driver="haltpoll", policies=None)
+    shutil.rmtree(str(base / "cpu2/cpuidle"))  # haltpoll_cpu_offline() unregistered it
+    proc = run_script(paths, base)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout.startswith("gpufleet-cpu-power: disabled 2 and enabled 0 idle state(s)")
+    assert disable_matrix(base, cpus=2, nstates=3) == [["0", "0", "1"]] * 2

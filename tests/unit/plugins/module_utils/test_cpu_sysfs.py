@@ -1,8 +1,12 @@
 """Reading /sys/devices/system/cpu: CPU lists, online CPUs, idle states and cpufreq policies."""
 
+import errno
+import os
+
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_sysfs
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, write_tree
 
 
@@ -152,3 +156,74 @@ def test_unreadable_attribute_names_the_errno(tmp_path):
     with pytest.raises(cpu_sysfs.CpuSysfsError) as exc:
         cpu_sysfs.read_attr(str(tmp_path / "dir"))
     assert "EISDIR 21" in str(exc.value)
+
+
+def _policy_tree(tmp_path):
+    write_tree(tmp_path, {
+        "cpu0": None, "cpu1": None, "cpu2": None,
+        "cpufreq/policy0/affected_cpus": "0\n",
+        "cpufreq/policy0/related_cpus": "0\n",
+        "cpufreq/policy0/scaling_governor": "powersave\n",
+        "cpufreq/policy1/affected_cpus": "1\n",
+        "cpufreq/policy1/related_cpus": "1 2\n",
+        "cpufreq/policy1/scaling_governor": "powersave\n",
+    })
+    os.symlink("../cpufreq/policy1", str(tmp_path / "cpu1/cpufreq"))
+    os.symlink("../cpufreq/policy1", str(tmp_path / "cpu2/cpufreq"))
+    os.symlink("../cpufreq/policy0", str(tmp_path / "cpu0/cpufreq"))
+
+
+def _refuse(monkeypatch, fragment, number):
+    real = fileops.read_text
+
+    def reader(path):
+        if fragment in path:
+            raise OSError(number, os.strerror(number), path)
+        return real(path)
+    monkeypatch.setattr(fileops, "read_text", reader)
+
+
+@pytest.mark.parametrize("number", [errno.EBUSY, errno.ENODEV])
+def test_a_policy_answering_ebusy_is_inactive(tmp_path, monkeypatch, number):
+    # Linux 5.19+: every attribute of a policy whose CPUs are all offline answers EBUSY
+    _policy_tree(tmp_path)
+    _refuse(monkeypatch, "/policy1/", number)
+    p0, p1 = cpu_sysfs.policies(str(tmp_path))
+    assert p0.active and p0.inactive_reason is None
+    assert not p1.active and p1.cpus == [] and p1.governor is None
+    assert p1.related == [1, 2]  # from the cpuN/cpufreq links
+    assert p1.inactive_reason == "the kernel refuses to show it: cannot read %s: %s %d (%s)" % (
+        tmp_path / "cpufreq/policy1/affected_cpus", errno.errorcode[number], number, os.strerror(number))
+
+
+def test_a_busy_policy_without_links_is_named_by_its_number(tmp_path, monkeypatch):
+    write_tree(tmp_path, {"cpu0": None, "cpufreq/policy4/affected_cpus": "4\n"})
+    _refuse(monkeypatch, "/policy4/", errno.EBUSY)
+    (policy,) = cpu_sysfs.policies(str(tmp_path))
+    assert not policy.active and policy.related == [4]
+
+
+def test_a_policy_going_inactive_between_two_reads(tmp_path, monkeypatch):
+    # affected_cpus still read, the governor not: the CPU went offline in between
+    _policy_tree(tmp_path)
+    _refuse(monkeypatch, "/policy1/scaling_governor", errno.EBUSY)
+    _p0, p1 = cpu_sysfs.policies(str(tmp_path))
+    assert not p1.active and "scaling_governor: EBUSY 16" in p1.inactive_reason
+
+
+def test_an_empty_affected_cpus_says_why(tmp_path):
+    _policy_tree(tmp_path)
+    write_tree(tmp_path, {"cpufreq/policy1/affected_cpus": "\n"})
+    _p0, p1 = cpu_sysfs.policies(str(tmp_path))
+    assert not p1.active and p1.inactive_reason == "affected_cpus is empty" and p1.related == [1, 2]
+
+
+@pytest.mark.parametrize("number", [errno.EIO, errno.EACCES])
+def test_other_policy_read_errors_are_errors(tmp_path, monkeypatch, number):
+    _policy_tree(tmp_path)
+    _refuse(monkeypatch, "/policy1/affected_cpus", number)
+    with pytest.raises(cpu_sysfs.CpuSysfsError) as exc:
+        cpu_sysfs.policies(str(tmp_path))
+    assert exc.value.errno == number
+    assert exc.value.path == str(tmp_path / "cpufreq/policy1/affected_cpus")
+    assert str(exc.value).startswith("cannot read %s: %s" % (exc.value.path, errno.errorcode[number]))

@@ -343,6 +343,65 @@ def test_stale_dockerenv_alone_does_not_refuse(node):
     assert result["container"]["detected"] is False and result["changed"] is True
 
 
+PRIVILEGED_PODMAN = {"proc/1/environ": "container=podman\0", "run/.containerenv": ""}
+
+
+def test_container_with_nothing_to_set_is_ok_and_leaves_udev_alone(node):
+    # GPU1 is at 4096 already: the plan holds only the udev persistence, which a container
+    # cannot give the host (its rule would act for the container's udev, not at the host's boot)
+    tmp_path, paths = node
+    write_tree(tmp_path, PRIVILEGED_PODMAN)
+    before = snapshot(tmp_path)
+    for check_mode in (True, False):
+        result = pm.run(params(devices=[GPU1], persist=True), check_mode=check_mode, paths=paths)
+        assert snapshot(tmp_path) == before
+        assert result["changed"] is False and result["persisted"] is False
+        assert by_bdf(result)[GPU1]["mrrs_after"] == 4096
+        note = result["skipped_keys"]["udev rule"]
+        assert note.startswith("inside a container (PID 1 environment has container=podman; /run/.containerenv "
+                               "exists): a udev rule written here acts when the container starts, not when the "
+                               "host boots"), note
+        assert "the plan would write %s, write %s" % (paths.helper, paths.rule) in note
+        assert ("udev rule left alone: " + note) in result["warnings"]
+        assert [d for d in result["diff"] if d["before"] != d["after"]] == []
+
+
+def test_container_refusal_names_the_devices_only(node):
+    tmp_path, paths = node
+    write_tree(tmp_path, PRIVILEGED_PODMAN)
+    before = snapshot(tmp_path)
+    with pytest.raises(pm.PcieError) as exc:
+        pm.run(params(persist=True), paths=paths)
+    assert exc.value.message.startswith("refusing to set MRRS 4096 on 0000:41:00.0 from inside a container "
+                                        "(PID 1 environment has container=podman; /run/.containerenv exists): PCI "
+                                        "config space and udev belong to the host")
+    assert "udev persistence" not in exc.value.message and "udev rule" not in exc.value.message
+    assert "udev rule" in exc.value.partial["skipped_keys"]
+    assert snapshot(tmp_path) == before
+
+
+def test_container_leaves_an_installed_rule_alone_both_ways(node):
+    tmp_path, paths = node
+    pm.run(params(persist=True), paths=paths)  # on the host
+    write_tree(tmp_path, PRIVILEGED_PODMAN)
+    before = snapshot(tmp_path)
+    result = pm.run(params(persist=True), paths=paths)
+    assert result["changed"] is False and result["persisted"] is True and "udev rule" not in result["skipped_keys"]
+    result = pm.run(params(persist=False), paths=paths)
+    assert result["changed"] is False and result["persisted"] is True
+    assert "the plan would remove %s, remove %s" % (paths.rule, paths.helper) in result["skipped_keys"]["udev rule"]
+    assert snapshot(tmp_path) == before
+
+
+def test_container_with_allow_writes_device_and_rule(node):
+    tmp_path, paths = node
+    write_tree(tmp_path, PRIVILEGED_PODMAN)
+    result = pm.run(params(persist=True, allow_in_container=True), paths=paths)
+    assert result["changed"] is True and result["persisted"] is True and "udev rule" not in result["skipped_keys"]
+    assert os.path.exists(paths.rule) and os.path.exists(paths.helper)
+    assert by_bdf(result)[GPU0]["mrrs_after"] == 4096
+
+
 # -------------------------------------------------------------------------- persistence
 
 def test_persist_writes_rule_and_helper_and_false_removes_them(node):

@@ -64,3 +64,39 @@ def test_negative_bound_rejected(tmp_path, monkeypatch, capsys):
     _fake(tmp_path, monkeypatch)
     failed, result = run_module(cpu_power, dict(ARGS, max_idle_latency_us=-5), capsys)
     assert failed and "max_idle_latency_us -5 is not valid" in result["msg"]
+
+
+def _podman(tmp_path):
+    from ansible_collections.gpufleet.tuning.tests.unit.helpers import write_tree
+    write_tree(tmp_path, {"proc/1/environ": "container=podman\0", "run/.containerenv": ""})
+
+
+def test_in_a_container_a_needed_write_fails_naming_it(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch, policies=None)
+    _podman(tmp_path)
+    before = snapshot(tmp_path)
+    failed, result = run_module(cpu_power, ARGS, capsys)
+    assert failed and snapshot(tmp_path) == before
+    assert result["msg"].startswith("refusing to disable state3 (C6, 170us) on CPUs 0-3 from inside a container")
+    assert result["container"]["kind"] == "podman"
+    assert "changed" not in result or result["changed"] is False
+    assert result["states"][3]["disabled_after"] == "none"
+
+
+def test_in_a_container_nothing_to_change_is_ok(tmp_path, monkeypatch, capsys):
+    haltpoll = (("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("haltpoll idle", "haltpoll idle", 1, 1))
+    _fake(tmp_path, monkeypatch, states=haltpoll, idle_driver="haltpoll", policies=None)
+    _podman(tmp_path)
+    before = snapshot(tmp_path)
+    failed, result = run_module(cpu_power, ARGS, capsys, diff=True)
+    assert not failed and result["changed"] is False and snapshot(tmp_path) == before
+    assert "a systemd unit written here acts when the container starts" in result["skipped_keys"]["boot unit"]
+
+
+def test_allow_in_container_writes_as_on_the_host(tmp_path, monkeypatch, capsys):
+    base, paths = _fake(tmp_path, monkeypatch, policies=None)
+    _podman(tmp_path)
+    failed, result = run_module(cpu_power, dict(ARGS, allow_in_container=True), capsys)
+    assert not failed and result["changed"] is True and result["persisted"] is True
+    assert read(base / "cpu0/cpuidle/state3/disable") == "1\n"
+    assert result["container"]["detected"] is True
