@@ -68,7 +68,10 @@ def _lines_for(label, result, check_mode):
     if isinstance(result.get("results"), list):  # a looped task: one result per item
         lines = []
         for item in result["results"]:
-            lines.extend(_lines_for(label, item, check_mode))
+            # A container's result (lxc_memlock) names the container, so that "a restart is
+            # required" says which one.
+            name = item.get("container_name") if isinstance(item, dict) else None
+            lines.extend(_lines_for("%s %s" % (label, name) if name else label, item, check_mode))
         return lines
     if result.get("skipped") is True:
         if "false_condition" in result or result.get("skip_reason") == "Conditional result was False":

@@ -149,6 +149,36 @@ def _lxc_half(text, raw):
     return number, text[end:]
 
 
+def effective_limit(entries):
+    """What LXC applies from a key's live lines: the last one wins, an empty one clears.
+
+    ``entries`` is ``ContainerConfig.entries(key)``. Returns ``(pair or None, raw text of the
+    deciding line or None, error or None)``; an error means LXC would refuse that value.
+    """
+    pair, raw, error = None, None, None
+    for _index, value in entries:
+        raw = value
+        try:
+            pair, error = parse_lxc_value(value), None
+        except ConfigError as exc:
+            pair, error = None, str(exc)
+    return pair, raw, error
+
+
+def lxcpath_setting(text):
+    """``lxc.lxcpath`` of the text of ``/etc/lxc/lxc.conf`` (LXC reads the first one), or None."""
+    for line in (text or "").splitlines():
+        match = re.match(r"^[ \t]*lxc\.lxcpath[ \t]*=[ \t]*(\S.*?)[ \t]*\Z", line)
+        if match:
+            return match.group(1)
+    return None
+
+
+def split_tags(value):
+    """Proxmox's ``tags`` value as a list: it is stored ``a;b`` and split on ``;``, ``,`` and blanks."""
+    return [tag for tag in re.split(r"[;,\s]+", value or "") if tag]
+
+
 # ---------------------------------------------------------------------------------------------
 # Config files
 
@@ -234,6 +264,21 @@ class ContainerConfig(object):
             if separator == b":" and _PVE_KEYS.match(key):
                 return True
         return False
+
+    def items(self):
+        """``[(key, value)]`` of every key line of the live section, in order, as text.
+
+        Bytes that are not UTF-8 (a hand-written Latin-1 comment or value) are kept as
+        surrogates (``surrogateescape``), so nothing here fails on them and the caller decides
+        how to show them. Trailing blanks of a value are dropped.
+        """
+        found = []
+        for line in self.live:
+            match = _KEY_LINE.match(line.body)
+            if match:
+                found.append((match.group(1).decode("ascii"),
+                              line.body[match.end():].rstrip(b" \t").decode("utf-8", "surrogateescape")))
+        return found
 
     def value_of(self, key):
         """Value of a plain ``key: value`` line of the live section (such as Proxmox's ``lock``)."""

@@ -15,6 +15,11 @@ then the config, each with its undo), read back, report. A change reaches a runn
 only at its next start; ``restart_required`` says when one is due, judged from the limit the
 running init actually has (read from the host's /proc), so a restart still pending from an
 earlier run is reported too.
+
+A Proxmox lock (``lock: backup`` while vzdump runs, ``snapshot``, ``migrate``, ...) is routine,
+not an error of the host: with ``on_locked=pending`` such a container is reported as pending
+with the reason and the module succeeds, so one container being backed up does not stop the
+rest of a host's tuning. The lock only matters when there is something to do.
 """
 
 from __future__ import annotations
@@ -36,22 +41,42 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import Mod
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+@-]{0,254}\Z")
 VMID_MIN, VMID_MAX = 100, 999999999
 LOCK_TIMEOUT = 10
+ON_LOCKED = ("fail", "pending")
+
+# What each Proxmox lock (pve-container's lock enum) means for the operator.
+LOCK_MEANING = {
+    "backup": "a backup (vzdump) is running",
+    "create": "the container is being created or restored",
+    "destroyed": "the container is being destroyed",
+    "disk": "a disk operation (move or resize) is running",
+    "fstrim": "pct fstrim is running",
+    "migrate": "the container is being migrated",
+    "mounted": "its file systems are mounted on the host (pct mount; pct unmount when done)",
+    "rollback": "a snapshot rollback is running",
+    "snapshot": "a snapshot is being taken",
+    "snapshot-delete": "a snapshot is being deleted",
+}
 
 
 class MemlockError(ModuleFailure):
     """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
 
 
+class ConfigLockBusy(MemlockError):
+    """Proxmox's per-container config lock stayed taken (a pct operation is writing the config)."""
+
+
 class Paths(object):
     """Where configs, processes and cgroups are; tests point these into a temp dir."""
 
     def __init__(self, pve_lxc="/etc/pve/lxc", lxc_path="/var/lib/lxc", proc="/proc",
-                 cgroup="/sys/fs/cgroup", pve_lock_dir="/run/lock/lxc"):
+                 cgroup="/sys/fs/cgroup", pve_lock_dir="/run/lock/lxc", lxc_conf="/etc/lxc/lxc.conf"):
         self.pve_lxc = pve_lxc
         self.lxc_path = lxc_path
         self.proc = proc
         self.cgroup = cgroup
         self.pve_lock_dir = pve_lock_dir
+        self.lxc_conf = lxc_conf
 
 
 class Target(object):
@@ -80,10 +105,12 @@ def _resolve(params, paths):
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise MemlockError("name %r is not valid: an LXC container name (letters, digits and "
                                "_ . + @ -, not starting with a dot or dash, no slash)" % (name,))
-        return Target(os.path.join(paths.lxc_path, name, "config"), name, False, lxcpath=paths.lxc_path)
+        lxcpath = _lxcpath_of(name, paths)
+        return Target(os.path.join(lxcpath, name, "config"), name, False, lxcpath=lxcpath)
     path = params["path"]
-    if not isinstance(path, str) or not os.path.isabs(path):
-        raise MemlockError("path %r is not valid: an absolute path to a container config" % (path,))
+    if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
+        raise MemlockError("path %r is not valid: an absolute path to a container config%s"
+                           % (path, " (it holds a NUL byte)" if isinstance(path, str) and "\0" in path else ""))
     path = os.path.normpath(path)
     base = os.path.basename(path)
     match = re.match(r"^([0-9]+)\.conf\Z", base)
@@ -96,6 +123,34 @@ def _resolve(params, paths):
     return Target(path, None, lxc_config.is_proxmox_path(path))
 
 
+def _lxcpath_of(name, paths):
+    """The LXC path holding container ``name``: the default, else ``lxc.lxcpath`` of lxc.conf.
+
+    The default wins when both or neither hold it (a missing config is then reported under
+    the default path, where lxc-create puts it).
+    """
+    if os.path.lexists(os.path.join(paths.lxc_path, name, "config")):
+        return paths.lxc_path
+    setting = lxc_config.lxcpath_setting(fileops.read_quiet(paths.lxc_conf))
+    if setting and os.path.isabs(setting) and "\0" not in setting:
+        if os.path.lexists(os.path.join(setting, name, "config")):
+            return os.path.normpath(setting)
+    return paths.lxc_path
+
+
+def _refuse_generated(target, paths):
+    """On Proxmox, ``/var/lib/lxc/<vmid>/config`` is rewritten from the .conf at each start."""
+    if target.proxmox or not target.name or not re.match(r"^[0-9]+\Z", target.name):
+        return
+    if os.path.normpath(target.lxcpath or "") != os.path.normpath(paths.lxc_path):
+        return  # Proxmox generates them under /var/lib/lxc only
+    source = os.path.join(paths.pve_lxc, "%s.conf" % target.name)
+    if os.path.lexists(source):
+        raise MemlockError("%s is generated by Proxmox from %s at each start of container %s, so an edit "
+                           "there is lost; use vmid: %s instead; nothing was changed"
+                           % (target.path, source, target.name, target.name), {"path": target.path})
+
+
 def validate(params, paths):
     """Check every input before anything is read; return (Target, (soft, hard))."""
     target = _resolve(params, paths)
@@ -105,22 +160,9 @@ def validate(params, paths):
         raise MemlockError(str(exc) + "; nothing was read or changed")
     if not isinstance(params.get("backup", True), bool):
         raise MemlockError("backup must be true or false, got %r" % (params.get("backup"),))
+    if params.get("on_locked", "pending") not in ON_LOCKED:
+        raise MemlockError("on_locked %r is not valid: use %s" % (params.get("on_locked"), " or ".join(ON_LOCKED)))
     return target, wanted
-
-
-def _effective(entries):
-    """What LXC applies from the live section's lines: the last one wins, an empty one clears.
-
-    Returns ``(pair or None, raw text of the deciding line or None, error or None)``.
-    """
-    pair, raw, error = None, None, None
-    for _index, value in entries:
-        raw = value
-        try:
-            pair, error = lxc_config.parse_lxc_value(value), None
-        except lxc_config.ConfigError as exc:
-            pair, error = None, str(exc)
-    return pair, raw, error
 
 
 class _ConfigLock(object):
@@ -139,7 +181,10 @@ class _ConfigLock(object):
     def __enter__(self):
         if not self.active:
             return self
-        self.handle = open(self.path, "a")
+        try:
+            self.handle = open(self.path, "a")
+        except (OSError, IOError) as exc:
+            raise MemlockError("cannot open Proxmox's config lock: %s; nothing was changed" % fileops.describe(exc))
         deadline = time.time() + self.timeout
         while True:
             try:
@@ -148,8 +193,8 @@ class _ConfigLock(object):
             except (OSError, IOError) as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) or time.time() > deadline:
                     self.handle.close()
-                    raise MemlockError("could not take Proxmox's config lock %s within %ds (another pct "
-                                       "operation holds it); nothing was changed" % (self.path, self.timeout))
+                    raise ConfigLockBusy("could not take Proxmox's config lock %s within %ss (another pct "
+                                         "operation holds it)" % (self.path, self.timeout))
                 time.sleep(0.2)
 
     def __exit__(self, *_exc):
@@ -162,7 +207,8 @@ def _read_config(target):
     try:
         data = fileops.read_bytes(target.path)
     except (OSError, IOError) as exc:
-        raise MemlockError("cannot read %s: %s" % (target.path, exc.strerror or exc))
+        raise MemlockError("cannot read the container config %s; nothing was changed"
+                           % fileops.describe(exc), {"path": target.path})
     if data is None:
         hint = ""
         if target.vmid is not None:
@@ -178,22 +224,40 @@ def _read_config(target):
     return config
 
 
+def _lock_reason(target, lock):
+    meaning = LOCK_MEANING.get(lock, "a Proxmox operation holds it")
+    return ("container %s is locked by Proxmox (lock: %s): %s; run again when it has finished (or `pct unlock "
+            "%s` if the lock is stale)" % (target.name, lock, meaning, target.name))
+
+
+def _pending(result, reason):
+    """Turn ``result`` into the report of a container left as it was for now."""
+    result.update({
+        "changed": False,
+        "pending": True,
+        "pending_reason": reason,
+        "limit_after": result["limit_before"],
+        "duplicates_removed": 0,
+        "restart_required": False,
+        "backup_file": None,
+        "diff": [],
+    })
+    result.setdefault("warnings", []).append(reason + "; nothing was changed")
+    return result
+
+
 def run(params, check_mode=False, paths=None, tools=None):
     """Set the container's memlock limit; return the module result or raise MemlockError."""
     paths = paths or Paths()
     target, wanted = validate(params, paths)
+    _refuse_generated(target, paths)
     wanted_text = rlimit.format_pair(wanted)
+    on_locked = params.get("on_locked", "pending")
     config = _read_config(target)
-
-    lock = config.value_of("lock") if config.style() == "proxmox" else None
-    if lock:
-        raise MemlockError("container %s is locked by Proxmox (lock: %s): an operation such as a backup or "
-                           "snapshot is running; try again when it has finished (or `pct unlock %s` if the lock "
-                           "is stale); nothing was changed" % (target.name, lock, target.name),
-                           {"path": target.path})
+    proxmox_file = target.proxmox or config.style() == "proxmox"
 
     entries = config.entries(lxc_config.MEMLOCK_KEY)
-    before_pair, before_raw, before_error = _effective(entries)
+    before_pair, before_raw, before_error = lxc_config.effective_limit(entries)
     limit_before = rlimit.format_pair(before_pair) if before_pair is not None else (
         before_raw if before_error else None)
 
@@ -224,6 +288,8 @@ def run(params, check_mode=False, paths=None, tools=None):
     else:
         restart_required = False
 
+    # Bytes that are not UTF-8 (a Latin-1 comment) are carried as surrogates here and shown as
+    # U+FFFD by outcome.finish; the file itself is edited as bytes, so they stay exactly.
     new_text = new_data.decode("utf-8", "surrogateescape")
     old_text = config.data.decode("utf-8", "surrogateescape")
     label = "memlock limit of container %s" % (target.name or target.path)
@@ -242,42 +308,78 @@ def run(params, check_mode=False, paths=None, tools=None):
         "limit_before": limit_before,
         "limit_before_raw": before_raw,
         "limit_after": wanted_text,
+        "limit_wanted": wanted_text,
         "duplicates_removed": max(len(entries) - 1, 0),
         "running": state["running"],
         "running_evidence": state["evidence"],
         "limit_running": rlimit.format_pair(running_pair) if running_pair is not None else None,
         "restart_required": restart_required,
+        "pending": False,
+        "pending_reason": None,
+        "lock": None,
         "backup_file": None,
         "diff": diff,
     }
     if before_error:
         result["limit_before_error"] = before_error
+
+    # A Proxmox lock (backup, snapshot, migrate, ...) means an operation owns the container now:
+    # pct itself refuses to change its config. Checked after the plan so the report says what
+    # would change; nothing is written either way.
+    # A lock matters only when there is something to do: an edit, or a restart (pct refuses
+    # both while the lock is held).
+    lock = config.value_of("lock") if proxmox_file else None
+    result["lock"] = lock or None
+    if lock and (changed or restart_required):
+        reason = _lock_reason(target, lock)
+        if on_locked == "fail":
+            raise MemlockError(reason + "; nothing was changed", result)
+        return _pending(result, reason)
     if check_mode or not changed:
         return result
 
-    tx = Transaction()
-    with _ConfigLock(paths.pve_lock_dir, target.vmid if target.proxmox else None):
-        # Re-read under the lock: what was planned must still be what is there.
-        if fileops.read_bytes(target.path) != config.data:
-            raise MemlockError("%s changed while this module was reading it; nothing was changed, run "
-                               "again" % target.path, result)
-        try:
-            if params.get("backup", True):
-                backup = fileops.write_backup(target.path, config.data, metadata=False)
-                tx.record("backup %s" % backup, lambda: fileops.remove_file(backup))
-                result["backup_file"] = backup
-            fileops.write_atomic(target.path, new_data, metadata=False, makedirs=False)
-            tx.record("config %s" % target.path,
-                      lambda: fileops.restore_file(target.path, config.data, metadata=False))
-            got = fileops.read_bytes(target.path)
-        except (OSError, IOError) as exc:
-            result["backup_file"] = None
-            where = getattr(exc, "filename", None) or target.path
-            err = tx.abort("failed to write %s: %s" % (where, exc.strerror or exc))
-            raise MemlockError(err.full_message(), result)
-        if got != new_data:
-            result["backup_file"] = None
-            err = tx.abort("%s does not hold what was written (read back %d bytes, wrote %d)"
-                           % (target.path, len(got or b""), len(new_data)))
-            raise MemlockError(err.full_message(), result)
+    # pmxcfs refuses chmod and chown: no metadata calls for a Proxmox config. A plain LXC config
+    # gets its exact mode and owner back on a restore.
+    metadata = not target.proxmox
+    try:
+        with _ConfigLock(paths.pve_lock_dir, target.vmid if target.proxmox else None):
+            _apply(target, config, new_data, params, metadata, result)
+    except ConfigLockBusy as exc:
+        if on_locked == "fail":
+            raise MemlockError(exc.message + "; nothing was changed", result)
+        return _pending(result, exc.message)
     return result
+
+
+def _apply(target, config, new_data, params, metadata, result):
+    """Backup, write, read back, all inside a Transaction; the caller holds the config lock."""
+    # Re-read under the lock: what was planned must still be what is there.
+    try:
+        current = fileops.read_bytes(target.path)
+    except (OSError, IOError) as exc:
+        raise MemlockError("cannot read the container config again %s; nothing was changed"
+                           % fileops.describe(exc), result)
+    if current != config.data:
+        raise MemlockError("%s changed while this module was reading it; nothing was changed, run "
+                           "again" % target.path, result)
+    tx = Transaction()
+    try:
+        if params.get("backup", True):
+            backup = fileops.write_backup(target.path, config.data, metadata=metadata)
+            tx.record("backup %s" % backup, lambda: fileops.remove_file(backup))
+            result["backup_file"] = backup
+        before = fileops.replace(tx, target.path, new_data, metadata=metadata, makedirs=False)
+        got = fileops.read_bytes(target.path)
+    except (OSError, IOError) as exc:
+        result["backup_file"] = None
+        err = tx.abort("failed to write %s" % fileops.describe(exc))
+        raise MemlockError(err.full_message(), result)
+    if before.data != config.data:
+        message = "%s changed while this module was writing it" % target.path
+    elif got != new_data:
+        message = "%s does not hold what was written (read back %d bytes, wrote %d)" % (
+            target.path, len(got or b""), len(new_data))
+    else:
+        return
+    result["backup_file"] = None
+    raise MemlockError(tx.abort(message).full_message(), result)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import errno
 import os
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+
 # RLIM_INFINITY on Linux: all 64 bits set (also what LXC's strtoull makes of "-1").
 INFINITY = (1 << 64) - 1
 
@@ -89,12 +91,14 @@ def read_process_limit(pid, proc_root="/proc", row=MEMLOCK_ROW):
     """``(soft, hard)`` of ``row`` for process ``pid``, or None when the process is gone."""
     path = os.path.join(proc_root, str(pid), "limits")
     try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("ascii", "replace")
+        data = fileops.read_bytes(path)  # never blocks, whatever sits at the path
     except (OSError, IOError) as exc:
-        if exc.errno in (errno.ENOENT, errno.ESRCH):
+        if exc.errno == errno.ESRCH:  # the process exited while it was being read
             return None
         raise
+    if data is None:
+        return None
+    text = data.decode("ascii", "replace")
     try:
         return parse_proc_limits(text, row)
     except LimitError as exc:
@@ -103,8 +107,4 @@ def read_process_limit(pid, proc_root="/proc", row=MEMLOCK_ROW):
 
 def process_name(pid, proc_root="/proc"):
     """The ``comm`` of a process (what ps shows), or None when it cannot be read."""
-    try:
-        with open(os.path.join(proc_root, str(pid), "comm"), "rb") as handle:
-            return handle.read().decode("utf-8", "replace").strip() or None
-    except (OSError, IOError):
-        return None
+    return (fileops.read_quiet(os.path.join(proc_root, str(pid), "comm")) or "").strip() or None

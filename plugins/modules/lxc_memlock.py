@@ -29,9 +29,19 @@ description:
     is left as it is.
   - The file is replaced through a temporary file in the same directory and a rename, with no
     chmod or chown at all, because pmxcfs (C(/etc/pve)) refuses both; the backup is written
-    the same way. On a Proxmox host the module holds Proxmox's own config lock for the
-    container while it writes, and refuses a container Proxmox has locked (backup, snapshot,
-    ...).
+    the same way, and keeps the config's mode (a C(0600) config gets a C(0600) backup). A
+    config that is a symlink is edited through the link, which stays a link. On a failed write
+    or read-back the backup is removed and the config is put back byte for byte, mode and owner
+    included (for a plain LXC config; C(/etc/pve) has no modes to keep).
+  - The file is read and edited as bytes, so a config that is not UTF-8 (a hand-written
+    Latin-1 comment) is edited exactly; the diff shows such bytes as U+FFFD.
+  - "On a Proxmox host the module holds Proxmox's own config lock for the container while it
+    writes. A container Proxmox has locked (C(lock: backup), C(snapshot), C(migrate),
+    C(rollback), C(mounted), C(create), ...) is left as it is while there is something to do
+    (an edit or a restart): with O(on_locked=fail) the task fails, with O(on_locked=pending) it
+    reports RV(pending) and RV(pending_reason) and succeeds, so the rest of a play goes on."
+  - On a Proxmox host C(/var/lib/lxc/VMID/config) is regenerated from C(/etc/pve/lxc/VMID.conf)
+    at every start, so O(name) or O(path) naming it is refused with a pointer to O(vmid).
   - The new limit reaches a running container only when it is started again. Whether it runs
     is read from the kernel (its processes' cgroups under C(/proc) and C(/sys/fs/cgroup));
     C(pct status) or C(lxc-info) are asked only when the kernel shows nothing and they exist.
@@ -59,7 +69,8 @@ options:
     type: int
   name:
     description:
-      - Plain LXC container name; the config is C(/var/lib/lxc/NAME/config).
+      - Plain LXC container name; the config is C(/var/lib/lxc/NAME/config), or
+        C(LXCPATH/NAME/config) when only the C(lxc.lxcpath) of C(/etc/lxc/lxc.conf) holds it.
     type: str
   path:
     description:
@@ -85,6 +96,19 @@ options:
         config itself.
     type: bool
     default: true
+  on_locked:
+    description:
+      - What to do when Proxmox has locked the container (C(lock:) in its config, or its config
+        lock held by a C(pct) operation for more than 10 seconds) and the limit needs an edit
+        or a restart.
+      - V(pending) changes nothing, returns RV(pending=true) with the reason and a warning,
+        and succeeds, so the rest of a play goes on; run again when the operation has
+        finished. V(fail) fails the task.
+      - V(pending) is the default because such a lock is routine (a nightly backup) and says
+        nothing about the host; the gpufleet.tuning.host role passes C(host_lxc_on_locked).
+    type: str
+    choices: [fail, pending]
+    default: pending
 notes:
   - Raising a limit above the hard limit of the process that starts the container needs
     CAP_SYS_RESOURCE. Proxmox and LXC's systemd units run with it; a container started from a
@@ -94,6 +118,8 @@ notes:
   - Inside the container, systemd services still need C(LimitMEMLOCK); the
     gpufleet.tuning.container role sets that.
 seealso:
+  - module: gpufleet.tuning.lxc_containers
+    description: Finds the containers of a host and selects those to give the limit.
   - name: lxc.container.conf(5)
     description: The lxc.prlimit keys.
     link: https://linuxcontainers.org/lxc/manpages/man5/lxc.container.conf.5.html
@@ -118,6 +144,16 @@ EXAMPLES = r"""
   gpufleet.tuning.lxc_memlock:
     name: serving
     limit: "68719476736:unlimited"
+
+- name: Raise it, reporting a container a backup holds locked as pending (the default)
+  gpufleet.tuning.lxc_memlock:
+    vmid: 101
+  register: memlock
+
+- name: Say which container waits for its lock
+  ansible.builtin.debug:
+    msg: "{{ memlock.pending_reason }}"
+  when: memlock.pending
 
 - name: A config kept elsewhere, without a backup
   gpufleet.tuning.lxc_memlock:
@@ -172,7 +208,13 @@ limit_before_error:
   returned: when the existing value is not one LXC can read
   type: str
 limit_after:
-  description: The limit the live section sets after this run (in check mode, would set).
+  description: The limit the live section sets after this run (in check mode, would set); for
+    a RV(pending) container, the limit it still has (RV(limit_before)).
+  returned: always
+  type: str
+  sample: unlimited
+limit_wanted:
+  description: The limit asked for (O(limit)) in canonical form.
   returned: always
   type: str
   sample: unlimited
@@ -199,8 +241,26 @@ limit_running:
 restart_required:
   description: True when the container runs and does not have the configured limit yet (it
     changed in this run, or the running init's limit is below it); a stop and start applies it.
+    Always false for a RV(pending) container.
   returned: always
   type: bool
+pending:
+  description: True when the container was left as it was because Proxmox has locked it and
+    O(on_locked=pending); run again when the lock is gone.
+  returned: always
+  type: bool
+  sample: false
+pending_reason:
+  description: Why the container is RV(pending) (the lock and what holds it); null otherwise.
+  returned: always
+  type: str
+  sample: "container 101 is locked by Proxmox (lock: backup): a backup (vzdump) is running; run
+    again when it has finished (or `pct unlock 101` if the lock is stale)"
+lock:
+  description: The C(lock) value of a Proxmox config's live section, or null.
+  returned: always
+  type: str
+  sample: backup
 backup_file:
   description: The backup written in this run, or null.
   returned: always
@@ -223,6 +283,7 @@ def main():
             path=dict(type="path"),
             limit=dict(type="raw", default="unlimited"),
             backup=dict(type="bool", default=True),
+            on_locked=dict(type="str", default="pending", choices=["fail", "pending"]),
         ),
         mutually_exclusive=[("vmid", "name", "path")],
         required_one_of=[("vmid", "name", "path")],

@@ -179,3 +179,134 @@ NOT_A_CONTAINER = (
     b"vm.swappiness = 10\n"
     b"net.core.somaxconn = 4096\n"
 )
+
+
+# --- Discovery: a Proxmox node and a plain LXC host, as they are found ------------------------
+
+# Proxmox 8's own device passthrough: devN entries, with and without path=.
+PVE_DEV_ENTRIES = (
+    b"arch: amd64\n"
+    b"cores: 8\n"
+    b"dev0: /dev/nvidia0,gid=44\n"
+    b"dev1: path=/dev/nvidia-uvm,mode=0666\n"
+    b"dev2: /dev/nvidiactl\n"
+    b"hostname: llm-serve-03\n"
+    b"lock: backup\n"
+    b"memory: 65536\n"
+    b"ostype: debian\n"
+    b"rootfs: local-lvm:vm-103-disk-0,size=16G\n"
+    b"tags: llm;prod\n"
+    b"lxc.prlimit.memlock: 65536\n"
+)
+
+# A web front end: no GPU, tagged prod; a device rule for /dev/dri (major 226) is not NVIDIA.
+PVE_WEB = (
+    b"#Web front end\n"
+    b"arch: amd64\n"
+    b"cores: 2\n"
+    b"dev0: /dev/dri/renderD128,gid=104\n"
+    b"hostname: web-01\n"
+    b"memory: 2048\n"
+    b"ostype: alpine\n"
+    b"rootfs: local-lvm:vm-104-disk-0,size=4G\n"
+    b"tags: Prod web\n"
+    b"lxc.cgroup2.devices.allow: c 226:128 rwm\n"
+)
+
+# GPU lines only in a snapshot and in [pve:pending]: not passed through now.
+PVE_GPU_ONLY_OUTSIDE_LIVE = (
+    b"arch: amd64\n"
+    b"hostname: batch-01\n"
+    b"memory: 4096\n"
+    b"parent: with-gpu\n"
+    b"rootfs: local-lvm:vm-105-disk-0,size=8G\n"
+    b"\n"
+    b"[with-gpu]\n"
+    b"arch: amd64\n"
+    b"dev0: /dev/nvidia0\n"
+    b"hostname: batch-01\n"
+    b"snaptime: 1764400000\n"
+    b"lxc.cgroup2.devices.allow: c 195:* rwm\n"
+    b"\n"
+    b"[pve:pending]\n"
+    b"dev0: /dev/nvidia1\n"
+    b"lxc.mount.entry: /dev/nvidia1 dev/nvidia1 none bind,optional,create=file\n"
+)
+
+# Only nvidia-uvm's major, which the kernel assigned at load time (508 in PROC_DEVICES).
+PVE_UVM_MAJOR_ONLY = (
+    b"arch: amd64\n"
+    b"hostname: embed-01\n"
+    b"rootfs: local-lvm:vm-106-disk-0,size=8G\n"
+    b"lxc.cgroup2.devices.allow: c 508:* rwm\n"
+)
+
+# Every device allowed: not evidence of a GPU.
+PVE_ALL_DEVICES = (
+    b"arch: amd64\n"
+    b"hostname: docker-01\n"
+    b"rootfs: local-lvm:vm-107-disk-0,size=8G\n"
+    b"lxc.cgroup2.devices.allow: a\n"
+    b"lxc.cgroup2.devices.allow: c *:* rwm\n"
+    b"lxc.cap.drop:\n"
+)
+
+# A template with a GPU: never a serving container.
+PVE_TEMPLATE = PVE_PLAIN.replace(b"hostname: llm-serve-01\n", b"hostname: llm-template\n") + b"template: 1\n"
+
+PROC_DEVICES = (
+    "Character devices:\n"
+    "  1 mem\n"
+    "  4 /dev/vc/0\n"
+    "195 nvidia-frontend\n"
+    "226 drm\n"
+    "508 nvidia-uvm\n"
+    "509 nvidia-caps\n"
+    "\n"
+    "Block devices:\n"
+    "  8 sd\n"
+    "195 nvidia-not-a-char\n"
+)
+
+
+def proxmox_node(node="pve-gpu-01"):
+    """A Proxmox node's files: /etc/pve/lxc is pmxcfs's link to this node's directory."""
+    base = "etc/pve/nodes/%s/lxc/" % node
+    return {
+        base + "101.conf": PVE_PLAIN,
+        base + "102.conf": PVE_SNAPSHOTS,
+        base + "103.conf": PVE_DEV_ENTRIES,
+        base + "104.conf": PVE_WEB,
+        base + "105.conf": PVE_GPU_ONLY_OUTSIDE_LIVE,
+        base + "106.conf": PVE_UVM_MAJOR_ONLY,
+        base + "107.conf": PVE_ALL_DEVICES,
+        base + "900.conf": PVE_TEMPLATE,
+        base + "101.conf.20260101-000000.gpufleet.bak": PVE_PLAIN,  # a backup is not a container
+        # another node's container: not this node's to edit
+        "etc/pve/nodes/pve-gpu-02/lxc/201.conf": PVE_PLAIN,
+        "etc/pve/.version": "1\n",
+        # Proxmox's runtime copies, regenerated at each start
+        "var/lib/lxc/101/config": b"lxc.uts.name = llm-serve-01\nlxc.cgroup2.devices.allow = c 195:* rwm\n",
+        "var/lib/lxc/555/config": b"lxc.uts.name = moved-away\n",
+        "proc/devices": PROC_DEVICES,
+    }
+
+
+LXC_GPU_MOUNTS = LXC_PLAIN + (
+    b"lxc.cgroup2.devices.allow = c 195:* rwm\n"
+    b"lxc.mount.entry = /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n"
+)
+
+# LXC's nvidia hook (lxc-create ... with NVIDIA_VISIBLE_DEVICES).
+LXC_NVIDIA_HOOK = (
+    b"lxc.uts.name = hooked\n"
+    b"lxc.hook.mount = /usr/share/lxc/hooks/nvidia\n"
+    b"lxc.environment = NVIDIA_VISIBLE_DEVICES=all\n"
+)
+
+# The GPU lines live in an included file.
+LXC_INCLUDES_GPU = (
+    b"lxc.uts.name = included\n"
+    b"lxc.include = /etc/lxc/gpu.conf.d\n"
+)
+LXC_GPU_INCLUDE = b"lxc.mount.entry = /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n"

@@ -220,3 +220,43 @@ def test_parse_lxc_value(raw, pair):
 def test_parse_lxc_value_refuses_what_lxc_refuses(raw):
     with pytest.raises(lxc_config.ConfigError):
         lxc_config.parse_lxc_value(raw)
+
+
+def test_items_are_the_live_key_lines_as_text():
+    data = (b"#desc%3A x\narch: amd64\n  lxc.mount.entry =  /dev/nvidia0 dev/nvidia0 none bind  \n"
+            b"hostname: m\xfcnchen\n\n[snap]\ndev0: /dev/nvidia0\n")
+    items = lxc_config.ContainerConfig(data).items()
+    assert items == [("arch", "amd64"), ("lxc.mount.entry", "/dev/nvidia0 dev/nvidia0 none bind"),
+                     ("hostname", "m\udcfcnchen")]
+
+
+@pytest.mark.parametrize("entries, expected", [
+    ([], (None, None, None)),
+    ([(0, "65536"), (3, "unlimited")], ((INFINITY, INFINITY), "unlimited", None)),
+    ([(0, "65536"), (3, "")], (None, "", None)),
+    ([(0, "64G")], (None, "64G", "'64G' is not a limit LXC can read")),
+    ([(0, "64G"), (1, "1:2")], ((1, 2), "1:2", None)),
+])
+def test_effective_limit_last_line_wins(entries, expected):
+    assert lxc_config.effective_limit(entries) == expected
+
+
+@pytest.mark.parametrize("value, tags", [
+    ("llm;prod", ["llm", "prod"]),
+    ("llm, prod  gpu", ["llm", "prod", "gpu"]),
+    ("", []),
+    (None, []),
+])
+def test_split_tags(value, tags):
+    assert lxc_config.split_tags(value) == tags
+
+
+@pytest.mark.parametrize("text, value", [
+    ("lxc.lxcpath = /srv/lxc\n", "/srv/lxc"),
+    ("# lxc.lxcpath = /commented\n\tlxc.lxcpath=/srv/lxc  \nlxc.lxcpath = /second\n", "/srv/lxc"),
+    ("lxc.lxcpathx = /srv\nlxc.bdev.lvm.vg = lxc\n", None),
+    ("", None),
+    (None, None),
+])
+def test_lxcpath_setting_first_one_wins(text, value):
+    assert lxc_config.lxcpath_setting(text) == value

@@ -19,7 +19,8 @@ LIMITS_UNLIMITED = LIMITS_8M.replace("Max locked memory         8388608         
 
 def make_paths(root):
     return lm.Paths(pve_lxc=str(root / "etc/pve/lxc"), lxc_path=str(root / "var/lib/lxc"),
-                    proc=str(root / "proc"), cgroup=str(root / "cg"), pve_lock_dir=str(root / "run/lock/lxc"))
+                    proc=str(root / "proc"), cgroup=str(root / "cg"), pve_lock_dir=str(root / "run/lock/lxc"),
+                    lxc_conf=str(root / "etc/lxc/lxc.conf"))
 
 
 def running_101(root, limits=LIMITS_8M):
@@ -252,11 +253,12 @@ def test_empty_value_clears_and_counts_as_unset(host):
 
 
 def test_proxmox_lock_refused(host):
+    # on_locked=fail keeps the old behaviour (the default is now pending, see below)
     root, paths = host
     data = fx.PVE_PLAIN.replace(b"hostname:", b"lock: backup\nhostname:")
     write_tree(root, {"etc/pve/lxc/101.conf": data})
     with pytest.raises(lm.MemlockError, match=r"locked by Proxmox \(lock: backup\)"):
-        lm.run(params(vmid=101), paths=paths)
+        lm.run(params(vmid=101, on_locked="fail"), paths=paths)
     assert (root / "etc/pve/lxc/101.conf").read_bytes() == data
     # a lock recorded in a snapshot section is not a lock on the container
     write_tree(root, {"etc/pve/lxc/101.conf": fx.PVE_PLAIN + b"\n[s]\narch: amd64\nlock: snapshot\n"})
@@ -347,8 +349,13 @@ def test_proxmox_config_lock_taken_and_waited_for(host, monkeypatch):
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         monkeypatch.setattr(lm, "LOCK_TIMEOUT", 0.3)
         with pytest.raises(lm.MemlockError, match="could not take Proxmox's config lock"):
-            lm.run(params(vmid=102), paths=paths)
+            lm.run(params(vmid=102, on_locked="fail"), paths=paths)
+        # the default reports it as pending and succeeds
+        result = lm.run(params(vmid=102), paths=paths)
+        assert result["pending"] is True and result["changed"] is False
+        assert "could not take Proxmox's config lock" in result["pending_reason"]
     assert (root / "etc/pve/lxc/102.conf").read_bytes() == fx.PVE_SNAPSHOTS
+    assert backups(root / "etc/pve/lxc") == []
 
 
 # --- a real filesystem that refuses chmod/chown, as pmxcfs does -------------------------------
@@ -402,3 +409,274 @@ def test_on_a_filesystem_that_refuses_chmod_and_chown(chmod_refusing_mount, tmp_
     assert sorted(p.name for p in mnt.iterdir()) == ["101.conf", os.path.basename(result["backup_file"])]
     again = lm.run(params(vmid=101), paths=paths)
     assert again["changed"] is False and again["backup_file"] is None
+
+
+# --- Proxmox locks: pending, not a failure of the host ----------------------------------------
+
+def locked(lock, data=fx.PVE_PLAIN):
+    return data.replace(b"hostname:", b"lock: %s\nhostname:" % lock.encode())
+
+
+@pytest.mark.parametrize("lock", sorted(lm.LOCK_MEANING) + ["some-future-lock"])
+def test_a_locked_container_is_pending_by_default(host, lock):
+    root, paths = host
+    running_101(root)
+    write_tree(root, {"etc/pve/lxc/101.conf": locked(lock)})
+    before = snapshot(root)
+    result = lm.run(params(vmid=101), paths=paths)
+    assert result["pending"] is True and result["changed"] is False and result["lock"] == lock
+    assert "container 101 is locked by Proxmox (lock: %s)" % lock in result["pending_reason"]
+    assert lm.LOCK_MEANING.get(lock, "a Proxmox operation holds it") in result["pending_reason"]
+    assert "pct unlock 101" in result["pending_reason"]
+    # nothing applied, so nothing to restart (pct would refuse it anyway) and no diff to show
+    assert result["restart_required"] is False and result["diff"] == [] and result["backup_file"] is None
+    assert result["limit_before"] is None and result["limit_after"] is None and result["limit_wanted"] == "unlimited"
+    assert any("nothing was changed" in w for w in result["warnings"])
+    assert snapshot(root) == before
+
+
+def test_a_locked_container_fails_when_asked_to(host):
+    root, paths = host
+    write_tree(root, {"etc/pve/lxc/101.conf": locked("snapshot")})
+    with pytest.raises(lm.MemlockError) as exc:
+        lm.run(params(vmid=101, on_locked="fail"), paths=paths)
+    assert "locked by Proxmox (lock: snapshot): a snapshot is being taken" in exc.value.message
+    assert exc.value.partial["path"].endswith("101.conf") and exc.value.partial["lock"] == "snapshot"
+
+
+def test_a_lock_does_not_matter_when_there_is_nothing_to_do(host):
+    root, paths = host
+    write_tree(root, {"etc/pve/lxc/101.conf": locked("backup", fx.AFTER_PVE_PLAIN)})
+    running_101(root, LIMITS_UNLIMITED)
+    for on_locked in ("fail", "pending"):
+        result = lm.run(params(vmid=101, on_locked=on_locked), paths=paths)
+        assert result["changed"] is False and result["pending"] is False and result["lock"] == "backup"
+        assert result["pending_reason"] is None and result["restart_required"] is False
+
+
+def test_a_locked_container_waiting_for_a_restart_is_pending(host):
+    # the config is right but the running init still has 8 MiB: the restart is what is left,
+    # and pct refuses it while the lock is held
+    root, paths = host
+    write_tree(root, {"etc/pve/lxc/101.conf": locked("backup", fx.AFTER_PVE_PLAIN)})
+    running_101(root, LIMITS_8M)
+    result = lm.run(params(vmid=101), paths=paths)
+    assert result["pending"] is True and result["restart_required"] is False
+    assert result["limit_running"] == "8388608" and result["limit_after"] == "unlimited"
+
+
+def test_a_lock_in_a_plain_lxc_file_style_proxmox_path(host):
+    # a Proxmox config whose raw lines outnumber its own keys is still a Proxmox config
+    root, paths = host
+    data = b"lock: migrate\nlxc.a = 1\nlxc.b = 2\nlxc.c = 3\n"
+    write_tree(root, {"etc/pve/lxc/170.conf": data})
+    result = lm.run(params(vmid=170), paths=paths)
+    assert result["pending"] is True and result["style"] == "lxc"
+
+
+def test_on_locked_is_validated_first(host):
+    root, paths = host
+    before = snapshot(root)
+    with pytest.raises(lm.MemlockError, match="on_locked 'skip' is not valid: use fail or pending"):
+        lm.run(params(vmid=101, on_locked="skip"), paths=paths)
+    assert snapshot(root) == before
+
+
+# --- rollback and restore: links, modes, no leftovers ------------------------------------------
+
+def _failing_read_back(monkeypatch, wrote):
+    real_read = fileops.read_bytes
+
+    def lying_read(path):
+        data = real_read(path)
+        if data == wrote:
+            return data[:-1]
+        return data
+
+    monkeypatch.setattr(fileops, "read_bytes", lying_read)
+
+
+def test_a_symlinked_config_is_edited_through_the_link(host):
+    root, paths = host
+    write_tree(root, {"srv/configs/serving.conf": fx.LXC_PLAIN, "var/lib/lxc/linked": None})
+    os.symlink(str(root / "srv/configs/serving.conf"), str(root / "var/lib/lxc/linked/config"))
+    result = lm.run(params(name="linked"), paths=paths)
+    assert result["changed"] is True
+    assert os.path.islink(str(root / "var/lib/lxc/linked/config"))
+    assert (root / "srv/configs/serving.conf").read_bytes() == fx.AFTER_LXC_PLAIN
+    assert open(result["backup_file"], "rb").read() == fx.LXC_PLAIN
+
+
+def test_a_symlinked_config_is_restored_through_the_link(host, monkeypatch):
+    root, paths = host
+    write_tree(root, {"srv/configs/serving.conf": fx.LXC_PLAIN, "var/lib/lxc/linked": None})
+    os.symlink("../../../../srv/configs/serving.conf", str(root / "var/lib/lxc/linked/config"))
+    before = snapshot(root)
+    _failing_read_back(monkeypatch, fx.AFTER_LXC_PLAIN)
+    with pytest.raises(lm.MemlockError, match="does not hold what was written.*restored"):
+        lm.run(params(name="linked"), paths=paths)
+    assert snapshot(root) == before  # the link, the target's bytes and mode, no backup
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o644])
+def test_a_failed_edit_restores_bytes_and_mode_and_leaves_nothing(host, monkeypatch, mode):
+    root, paths = host
+    conf = root / "var/lib/lxc/serving/config"
+    os.chmod(str(conf), mode)
+    before = snapshot(root)
+    _failing_read_back(monkeypatch, fx.AFTER_LXC_PLAIN)
+    old_umask = os.umask(0o077)  # a restore must not depend on the umask
+    try:
+        with pytest.raises(lm.MemlockError) as exc:
+            lm.run(params(name="serving"), paths=paths)
+    finally:
+        os.umask(old_umask)
+    assert "everything applied before it was restored" in exc.value.message
+    assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o644])
+def test_the_mode_survives_a_successful_edit_whatever_the_umask(host, mode):
+    root, paths = host
+    conf = root / "var/lib/lxc/serving/config"
+    os.chmod(str(conf), mode)
+    old_umask = os.umask(0o077)
+    try:
+        lm.run(params(name="serving", backup=False), paths=paths)
+    finally:
+        os.umask(old_umask)
+    assert os.stat(str(conf)).st_mode & 0o777 == mode and conf.read_bytes() == fx.AFTER_LXC_PLAIN
+
+
+@pytest.mark.parametrize("which", ["proxmox", "lxc"])
+def test_the_backup_of_a_0600_config_is_0600(host, which):
+    root, paths = host
+    conf = root / ("etc/pve/lxc/101.conf" if which == "proxmox" else "var/lib/lxc/serving/config")
+    os.chmod(str(conf), 0o600)
+    result = lm.run(params(vmid=101) if which == "proxmox" else params(name="serving"), paths=paths)
+    assert os.stat(result["backup_file"]).st_mode & 0o777 == 0o600
+    assert os.stat(str(conf)).st_mode & 0o777 == 0o600
+
+
+def test_a_failed_backup_leaves_nothing(host, monkeypatch):
+    root, paths = host
+    before = snapshot(root)
+    real = fileops.write_atomic
+
+    def no_space_for_backups(path, content, **kw):
+        if path.endswith(".gpufleet.bak"):
+            raise OSError(28, "No space left on device", path)
+        return real(path, content, **kw)
+
+    monkeypatch.setattr(fileops, "write_atomic", no_space_for_backups)
+    with pytest.raises(lm.MemlockError) as exc:
+        lm.run(params(name="serving"), paths=paths)
+    assert ".gpufleet.bak: No space left on device (ENOSPC)" in exc.value.message
+    assert snapshot(root) == before
+
+
+# --- what sits at the path: refused by name, never a hang or a traceback ------------------------
+
+@pytest.fixture
+def no_hang():
+    """Fail the test instead of hanging for ever (a plain open() of a FIFO blocks)."""
+    import signal
+
+    def alarm(*_a):
+        raise AssertionError("the module blocked")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_fifo_at_the_config_path_is_refused_by_name(host, no_hang):
+    root, paths = host
+    os.makedirs(str(root / "var/lib/lxc/piped"))
+    os.mkfifo(str(root / "var/lib/lxc/piped/config"))
+    before = snapshot(root)
+    with pytest.raises(lm.MemlockError) as exc:
+        lm.run(params(name="piped"), paths=paths)
+    assert "cannot read the container config %s/var/lib/lxc/piped/config: is a FIFO" % root in exc.value.message
+    assert snapshot(root) == before
+
+
+def test_a_directory_at_the_config_path_is_refused_by_name(host):
+    root, paths = host
+    os.makedirs(str(root / "var/lib/lxc/dir/config"))
+    with pytest.raises(lm.MemlockError) as exc:
+        lm.run(params(name="dir"), paths=paths)
+    assert "%s/var/lib/lxc/dir/config: is a directory where a regular file was expected (EISDIR)" % root \
+        in exc.value.message
+
+
+def test_a_nul_byte_in_the_path_is_refused_before_reading(host):
+    root, paths = host
+    before = snapshot(root)
+    with pytest.raises(lm.MemlockError) as exc:
+        lm.run(params(path=str(root / "var/lib/lxc/serving/config\0x")), paths=paths)
+    assert "is not valid: an absolute path to a container config (it holds a NUL byte)" in exc.value.message
+    assert "\\x00" in exc.value.message  # shown escaped, not as a raw NUL
+    assert snapshot(root) == before
+
+
+LATIN1 = (
+    b"# Beschreibung: Gr\xf6\xdfe Modelle, M\xfcnchen\n"
+    b"lxc.uts.name = serving\n"
+    b"lxc.rootfs.path = dir:/var/lib/lxc/serving/rootfs\n"
+)
+
+
+def test_latin1_bytes_are_edited_byte_exact(host):
+    root, paths = host
+    write_tree(root, {"var/lib/lxc/latin/config": LATIN1})
+    result = lm.run(params(name="latin"), paths=paths)
+    assert (root / "var/lib/lxc/latin/config").read_bytes() == LATIN1 + b"lxc.prlimit.memlock = unlimited\n"
+    assert open(result["backup_file"], "rb").read() == LATIN1
+    # the engine carries the bytes as surrogates; outcome.finish makes them JSON-safe
+    assert "\udcf6" in result["diff"][1]["after"]
+    assert lm.run(params(name="latin"), paths=paths)["changed"] is False
+
+
+def test_a_latin1_value_is_a_limit_lxc_cannot_read(host):
+    root, paths = host
+    write_tree(root, {"var/lib/lxc/latin/config": LATIN1 + b"lxc.prlimit.memlock = 8388608\xa0\n"})
+    result = lm.run(params(name="latin", backup=False), paths=paths)
+    assert result["limit_before_error"] and result["limit_before_raw"] == "8388608\udca0"
+    assert (root / "var/lib/lxc/latin/config").read_bytes() == LATIN1 + b"lxc.prlimit.memlock = unlimited\n"
+
+
+# --- where a container's config is --------------------------------------------------------------
+
+def test_proxmox_generated_runtime_config_is_refused(host):
+    root, paths = host
+    write_tree(root, {"var/lib/lxc/101/config": b"lxc.uts.name = llm-serve-01\n"})
+    before = snapshot(root)
+    for kw in (dict(name="101"), dict(path=str(root / "var/lib/lxc/101/config"))):
+        with pytest.raises(lm.MemlockError) as exc:
+            lm.run(params(**kw), paths=paths)
+        assert "generated by Proxmox from %s/101.conf" % paths.pve_lxc in exc.value.message
+        assert "use vmid: 101" in exc.value.message
+    assert snapshot(root) == before
+    # another LXC path is not where Proxmox writes its runtime copies
+    write_tree(root, {"srv/lxc/101/config": b"lxc.uts.name = elsewhere\n"})
+    assert lm.run(params(path=str(root / "srv/lxc/101/config"), backup=False), paths=paths)["changed"] is True
+    # a numeric plain LXC container with no Proxmox config of that ID is an ordinary container
+    write_tree(root, {"var/lib/lxc/42/config": b"lxc.uts.name = answer\n"})
+    assert lm.run(params(name="42", backup=False), paths=paths)["changed"] is True
+
+
+def test_a_name_is_found_under_the_configured_lxcpath(host):
+    root, paths = host
+    write_tree(root, {"etc/lxc/lxc.conf": "# local\nlxc.lxcpath = %s/srv/lxc\n" % root,
+                      "srv/lxc/web/config": fx.LXC_PLAIN})
+    result = lm.run(params(name="web", backup=False), paths=paths)
+    assert result["path"] == "%s/srv/lxc/web/config" % root and result["lxc_path"] == "%s/srv/lxc" % root
+    assert (root / "srv/lxc/web/config").read_bytes() == fx.AFTER_LXC_PLAIN
+    # the default path wins when it holds the container
+    assert lm.run(params(name="serving"), check_mode=True, paths=paths)["path"] == str(
+        root / "var/lib/lxc/serving/config")
+    with pytest.raises(lm.MemlockError, match="var/lib/lxc/nowhere/config does not exist"):
+        lm.run(params(name="nowhere"), paths=paths)

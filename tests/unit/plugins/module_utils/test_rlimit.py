@@ -63,3 +63,22 @@ def test_reads_this_process(tmp_path):
     # the real kernel file parses too
     pair = rlimit.read_process_limit("self")
     assert len(pair) == 2 and pair[0] <= pair[1]
+
+
+def test_read_process_limit_never_blocks_on_what_sits_there(tmp_path):
+    import os
+    import signal
+
+    os.makedirs(str(tmp_path / "proc/7"))
+    os.mkfifo(str(tmp_path / "proc/7/limits"))
+    previous = signal.signal(signal.SIGALRM, lambda *_a: pytest.fail("blocked on a FIFO"))
+    signal.alarm(10)
+    try:
+        with pytest.raises(OSError) as exc:
+            rlimit.read_process_limit(7, str(tmp_path / "proc"))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert "proc/7/limits" in exc.value.filename
+    assert rlimit.read_process_limit(8, str(tmp_path / "proc")) is None  # gone: None
+    assert rlimit.process_name(8, str(tmp_path / "proc")) is None

@@ -3,6 +3,8 @@
 import os
 import stat
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock as lm
 from ansible_collections.gpufleet.tuning.plugins.modules import lxc_memlock
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_module, write_tree
@@ -13,7 +15,7 @@ def _fake(tmp_path, monkeypatch):
     write_tree(tmp_path, {"etc/pve/lxc/101.conf": fx.PVE_PLAIN, "proc/1/cgroup": "0::/init.scope\n", "cg": None})
     paths = lm.Paths(pve_lxc=str(tmp_path / "etc/pve/lxc"), lxc_path=str(tmp_path / "var/lib/lxc"),
                      proc=str(tmp_path / "proc"), cgroup=str(tmp_path / "cg"),
-                     pve_lock_dir=str(tmp_path / "run/lock/lxc"))
+                     pve_lock_dir=str(tmp_path / "run/lock/lxc"), lxc_conf=str(tmp_path / "etc/lxc/lxc.conf"))
     monkeypatch.setattr(lm, "Paths", lambda: paths)
     # no pct/lxc-info of the machine running the tests
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
@@ -74,3 +76,45 @@ def test_argspec_exactly_one_target(tmp_path, monkeypatch, capsys):
     assert failed and "mutually exclusive" in result["msg"]
     failed, result = run_module(lxc_memlock, {"limit": "unlimited"}, capsys)
     assert failed and "one of the following is required" in result["msg"]
+
+
+def test_locked_container_is_pending_and_the_task_succeeds(tmp_path, monkeypatch, capsys):
+    conf = _fake(tmp_path, monkeypatch)
+    warned = []
+    monkeypatch.setattr(AnsibleModule, "warn", lambda _self, warning, **_kw: warned.append(warning))
+    data = fx.PVE_PLAIN.replace(b"hostname:", b"lock: backup\nhostname:")
+    conf.write_bytes(data)
+    failed, result = run_module(lxc_memlock, {"vmid": 101}, capsys)
+    assert not failed and result["changed"] is False and result["pending"] is True
+    assert "lock: backup" in result["pending_reason"]
+    assert any("locked by Proxmox (lock: backup)" in w for w in warned)
+    assert conf.read_bytes() == data
+    failed, result = run_module(lxc_memlock, {"vmid": 101, "on_locked": "fail"}, capsys)
+    assert failed and "locked by Proxmox (lock: backup)" in result["msg"]
+    assert "changed" not in result and "diff" not in result
+    failed, result = run_module(lxc_memlock, {"vmid": 101, "on_locked": "later"}, capsys)
+    assert failed and "on_locked" in result["msg"] and "fail, pending" in result["msg"]
+
+
+def test_nul_in_path_is_a_clean_failure(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch)
+    failed, result = run_module(lxc_memlock, {"path": str(tmp_path / "etc/pve/lxc/101.conf\0")}, capsys)
+    assert failed and "NUL byte" in result["msg"] and "101.conf\\x00" in result["msg"]
+
+
+def test_fifo_at_the_config_path_is_a_clean_failure(tmp_path, monkeypatch, capsys):
+    conf = _fake(tmp_path, monkeypatch)
+    conf.unlink()
+    os.mkfifo(str(conf))
+    failed, result = run_module(lxc_memlock, {"vmid": 101}, capsys)
+    assert failed and "%s: is a FIFO (named pipe)" % conf in result["msg"]
+
+
+def test_latin1_config_gives_json_safe_diff_and_exact_bytes(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch)
+    data = b"lxc.uts.name = serving\n# Gr\xfc\xdfe aus M\xfcnchen\nlxc.net.0.type = empty\n"
+    write_tree(tmp_path, {"var/lib/lxc/latin/config": data})
+    failed, result = run_module(lxc_memlock, {"name": "latin"}, capsys, diff=True)
+    assert not failed and result["changed"] is True
+    assert "# Gr\ufffd\ufffde aus M\ufffdnchen" in result["diff"][1]["after"]
+    assert (tmp_path / "var/lib/lxc/latin/config").read_bytes() == data + b"lxc.prlimit.memlock = unlimited\n"
