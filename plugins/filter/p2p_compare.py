@@ -11,6 +11,7 @@ catches that, and the verify role can fail on a drop larger than a set percentag
 from __future__ import annotations
 
 import json
+import math
 
 from ansible.errors import AnsibleFilterError
 
@@ -34,7 +35,12 @@ options:
     type: dict
     required: true
   max_regression_pct:
-    description: A drop beyond this many percent is a regression; null reports only.
+    description:
+      - A drop beyond this many percent is a regression; null reports only.
+      - A finite number from 0 to 100. NaN, infinities and numbers outside that range are
+        refused with an error, since a limit of NaN would never flag a drop.
+      - A figure of either run that is not a finite number (NaN in a hand-edited or corrupt
+        file, a broken measurement) is not compared; one in this run counts as a regression.
     type: float
 author:
   - gpufleet maintainers (@gpufleet)
@@ -53,6 +59,11 @@ _value:
 """
 
 
+# A drop is between 0 and 100 percent: a limit outside that range, NaN (every comparison
+# false) or an infinity would never flag anything.
+REGRESSION_PCT_RANGE = (0.0, 100.0)
+
+
 def _figures(report):
     """{(metric, pair): GB/s} from a report's p2p section."""
     out = {}
@@ -66,26 +77,66 @@ def _figures(report):
     return out
 
 
+def _usable(value):
+    """A figure that can be compared: a finite number > 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value) and value > 0
+    except OverflowError:
+        return False
+
+
+def regression_limit(value, name="max_regression_pct"):
+    """``value`` as a float from 0 to 100, or None; AnsibleFilterError naming it otherwise."""
+    if value is None:
+        return None
+    low, high = REGRESSION_PCT_RANGE
+    wanted = "give a finite number from %g to %g, or null to report only" % (low, high)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise AnsibleFilterError("%s=%r is not a number: %s" % (name, value, wanted))
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise AnsibleFilterError("%s=%r is not a number: %s" % (name, value, wanted))
+    if not math.isfinite(number):
+        raise AnsibleFilterError("%s=%r is not a finite number: %s" % (name, value, wanted))
+    if not low <= number <= high:
+        raise AnsibleFilterError("%s=%r is out of range: %s" % (name, value, wanted))
+    return number
+
+
 def p2p_compare(previous, current, max_regression_pct=None):
     """Compare P2P bandwidth with the previous report (a dict, its JSON text, or empty)."""
-    if isinstance(previous, str):
-        previous = json.loads(previous) if previous.strip() else {}
-    previous = previous or {}
-    if max_regression_pct is not None:
-        try:
-            max_regression_pct = float(max_regression_pct)
-        except (TypeError, ValueError):
-            raise AnsibleFilterError("max_regression_pct=%r is not a number" % (max_regression_pct,))
-    before, after = _figures(previous), _figures(current)
+    max_regression_pct = regression_limit(max_regression_pct)
+    if not isinstance(current, dict):
+        raise AnsibleFilterError("p2p_compare: current must be this run's report (a dict), not %r" % (current,))
     lines, regressions = [], []
+    if isinstance(previous, str):
+        try:
+            previous = json.loads(previous) if previous.strip() else {}
+        except ValueError as exc:
+            lines.append("the previous result is not valid JSON (%s): nothing compared" % exc)
+            previous = {}
+    previous = previous if isinstance(previous, dict) else {}
+    before, after = _figures(previous), _figures(current)
+    since = previous.get("time", "the previous run")
     for key in sorted(set(before) & set(after)):
         old, new = before[key], after[key]
-        change = (new - old) / old * 100.0 if old else 0.0
+        if not _usable(old):
+            lines.append("%s %s: %r GB/s before is not a finite number > 0: not compared" % (key[1], key[0], old))
+            continue
+        if not _usable(new):
+            lines.append("%s %s: %r GB/s is not a finite number > 0 (previous %.1f)" % (key[1], key[0], new, old))
+            if max_regression_pct is not None:
+                regressions.append("p2p %s %s measured %r GB/s, not a finite number > 0 (%.1f GB/s at %s)"
+                                   % (key[1], key[0], new, old, since))
+            continue
+        change = (new - old) / old * 100.0
         lines.append("%s %s: %.1f GB/s (previous %.1f, %+.1f%%)" % (key[1], key[0], new, old, change))
         if max_regression_pct is not None and change < -max_regression_pct:
             regressions.append("p2p %s %s dropped %.1f%% since %s (%.1f -> %.1f GB/s; limit %.1f%%)"
-                               % (key[1], key[0], -change, previous.get("time", "the previous run"),
-                                  old, new, max_regression_pct))
+                               % (key[1], key[0], -change, since, old, new, max_regression_pct))
     return {"previous_time": previous.get("time"), "lines": lines, "regressions": regressions}
 
 

@@ -12,9 +12,21 @@ microseconds.
 
 from __future__ import annotations
 
+import math
 import re
 
 LINK_TYPES = ("nvlink", "pcie", "unknown")
+# Ranges a threshold must fall in. NaN or an infinity would make every comparison false (a
+# floor of NaN can never fail); the upper bounds are far beyond any link made (NVLink 5 moves
+# 900 GB/s per direction per GPU; peer access beats staging by ~10x on NVLink), so only a
+# typo or a unit mix-up goes past them.
+MAX_GBPS = 100000.0
+MAX_SPEEDUP = 1000.0
+THRESHOLD_RANGES = {
+    "min_unidirectional_gbps": (0.0, MAX_GBPS),
+    "min_bidirectional_gbps": (0.0, MAX_GBPS),
+    "min_p2p_speedup": (0.0, MAX_SPEEDUP),
+}
 _BDF_RE = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\Z")
 
 # (matrix key, title, format) for the text report, in print order.
@@ -102,35 +114,63 @@ def estimate_seconds(n_gpus, size_bytes, repetitions, warmup, staged, latency_it
     return n_gpus * per_gpu_setup_s + pairs * per_pair
 
 
-def parse_threshold(name, value):
-    """A threshold is None, a number, or {link type: number}; return {link: float or None}."""
+def finite_number(name, value, low, high, low_open=False):
+    """``value`` (a number or its text) as a float within [low, high] (or (low, high] with
+    ``low_open``); PlanError naming ``name`` and the value otherwise.
+
+    Refused: booleans, text that is not a number, NaN, infinities (also "1e999", which float()
+    turns into inf) and integers too large for a float.
+    """
+    if low_open:
+        wanted = "a finite number greater than %g and at most %g" % (low, high)
+    else:
+        wanted = "a finite number from %g to %g" % (low, high)
+    shown = repr(value)
+    if len(shown) > 40:
+        shown = shown[:20] + "..." + shown[-8:]
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise PlanError("%s=%s is not a number: give %s" % (name, shown, wanted))
+    try:
+        number = float(value)
+    except ValueError:
+        raise PlanError("%s=%s is not a number: give %s" % (name, shown, wanted))
+    except OverflowError:
+        raise PlanError("%s=%s is out of range: give %s" % (name, shown, wanted))
+    if not math.isfinite(number):
+        raise PlanError("%s=%s is not a finite number: give %s" % (name, shown, wanted))
+    if number < low or (low_open and number == low) or number > high:
+        raise PlanError("%s=%s is out of range: give %s" % (name, shown, wanted))
+    return number
+
+
+def parse_threshold(name, value, limits=None):
+    """A threshold is None, a number, or {link type: number}; return {link: float or None}.
+
+    ``limits`` is the accepted (low, high); by default THRESHOLD_RANGES[name], or 0 to MAX_GBPS.
+    """
+    low, high = limits or THRESHOLD_RANGES.get(name, (0.0, MAX_GBPS))
     if value is None:
         return dict((link, None) for link in LINK_TYPES)
     if isinstance(value, bool):
         raise PlanError("%s=%r: give a number or a dict like {nvlink: 380, pcie: 20}" % (name, value))
     if isinstance(value, (int, float)) or (isinstance(value, str) and _is_number(value)):
-        number = float(value)
-        if number < 0:
-            raise PlanError("%s=%r: must be >= 0" % (name, value))
+        number = finite_number(name, value, low, high)
         return dict((link, number) for link in LINK_TYPES)
     if isinstance(value, dict):
         unknown = sorted(str(k) for k in value if k not in LINK_TYPES + ("default",))
         if unknown:
             raise PlanError("%s has unknown link type(s) %s; accepted keys: %s, default"
                             % (name, ", ".join(unknown), ", ".join(LINK_TYPES)))
-        out = {}
-        default = value.get("default")
-        for link in LINK_TYPES:
-            raw = value.get(link, default)
+        parsed = {}
+        for key in ("default",) + LINK_TYPES:
+            raw = value.get(key)
             if raw is None:
-                out[link] = None
+                parsed[key] = None
                 continue
             if isinstance(raw, bool) or not (isinstance(raw, (int, float)) or (isinstance(raw, str) and _is_number(raw))):
-                raise PlanError("%s.%s=%r is not a number" % (name, link, raw))
-            if float(raw) < 0:
-                raise PlanError("%s.%s=%r: must be >= 0" % (name, link, raw))
-            out[link] = float(raw)
-        return out
+                raise PlanError("%s.%s=%r is not a number" % (name, key, raw))
+            parsed[key] = finite_number("%s.%s" % (name, key), raw, low, high)
+        return dict((link, parsed[link] if link in value else parsed["default"]) for link in LINK_TYPES)
     raise PlanError("%s=%r: give a number or a dict like {nvlink: 380, pcie: 20}" % (name, value))
 
 
@@ -138,7 +178,17 @@ def _is_number(text):
     try:
         float(text)
         return True
-    except ValueError:
+    except (ValueError, OverflowError):
+        return False
+
+
+def usable_figure(value):
+    """True for a measured figure that can be judged: a finite number >= 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # an int too large for a float
         return False
 
 
@@ -151,9 +201,23 @@ def verdicts(pairs, bidirectional, thresholds, require_peer_access=True):
     ``min_unidirectional_gbps``, ``min_bidirectional_gbps`` and ``min_p2p_speedup``.
     """
     short = []
+    for metric, per_link in sorted(thresholds.items()):
+        for link, limit in sorted(per_link.items()):
+            if limit is not None and not usable_figure(limit):
+                raise PlanError("%s.%s=%r is not a finite number >= 0 (thresholds go through "
+                                "parse_threshold)" % (metric, link, limit))
 
     def add(pair, metric, value, limit, reason):
         short.append({"pair": pair, "metric": metric, "value": value, "threshold": limit, "reason": reason})
+
+    def usable(pair, metric, value):
+        """A measured figure that is not a finite number >= 0 is a shortfall of its own: it
+        would slip past every floor (NaN compares false with everything)."""
+        if value is None or usable_figure(value):
+            return True
+        add(pair, metric, value, None, "the measured %s is %r, not a finite number >= 0: the "
+            "measurement is not valid" % (metric.replace("_", " "), value))
+        return False
 
     for res in pairs:
         name = "%d->%d" % (res["src"], res["dst"])
@@ -170,11 +234,15 @@ def verdicts(pairs, bidirectional, thresholds, require_peer_access=True):
         if res.get("data_ok") is False:
             add(name, "data", False, True, "data copied peer-to-peer did not arrive intact")
         value = res.get("unidirectional_p2p_gbps")
+        if not usable(name, "unidirectional_gbps", value):
+            value = None
         limit = thresholds["min_unidirectional_gbps"][link]
         if limit is not None and value is not None and value < limit:
             add(name, "unidirectional_gbps", value, limit,
                 "%.1f GB/s over %s is below the %.1f GB/s floor" % (value, link, limit))
         staged = res.get("unidirectional_staged_gbps")
+        if not usable(name, "unidirectional_staged_gbps", staged):
+            staged = None
         limit = thresholds["min_p2p_speedup"][link]
         if limit is not None and value is not None and staged:
             speedup = value / staged
@@ -186,6 +254,8 @@ def verdicts(pairs, bidirectional, thresholds, require_peer_access=True):
         name = "%d<->%d" % (res["a"], res["b"])
         link = res.get("link") or "unknown"
         value = res.get("bidirectional_p2p_gbps")
+        if not usable(name, "bidirectional_gbps", value):
+            continue
         limit = thresholds["min_bidirectional_gbps"][link]
         if limit is not None and value is not None and value < limit:
             add(name, "bidirectional_gbps", value, limit,

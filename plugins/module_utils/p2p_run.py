@@ -24,6 +24,9 @@ _RANGES = {
     "streams": (1, 16),
     "latency_iterations": (1, 1000000),
 }
+# timeout_s: more than 0 (a copy cannot finish in no time), at most a day. NaN would disable
+# the timeout altogether (every deadline comparison is false) and an infinity waits for ever.
+TIMEOUT_RANGE = (0.0, 86400.0)
 
 
 def validate(params):
@@ -32,9 +35,8 @@ def validate(params):
         value = params.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             raise p2p_plan.PlanError("%s=%r: must be an integer from %d to %d" % (name, value, low, high))
-    timeout = params.get("timeout_s")
-    if not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise p2p_plan.PlanError("timeout_s=%r: must be a positive number of seconds" % (timeout,))
+    timeout = p2p_plan.finite_number("timeout_s", params.get("timeout_s"), TIMEOUT_RANGE[0], TIMEOUT_RANGE[1],
+                                     low_open=True)
     thresholds = dict((name, p2p_plan.parse_threshold(name, params.get(name))) for name in THRESHOLDS)
     if not params.get("measure_staged", True) and any(v is not None for v in thresholds["min_p2p_speedup"].values()):
         raise p2p_plan.PlanError("min_p2p_speedup needs measure_staged=true (the speed-up is peer vs staged)")
@@ -51,7 +53,7 @@ def validate(params):
         "staged": params.get("measure_staged", True),
         "latency_iterations": params["latency_iterations"],
         "streams": params["streams"],
-        "timeout_s": float(timeout),
+        "timeout_s": timeout,
     }
     return options, thresholds
 

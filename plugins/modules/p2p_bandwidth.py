@@ -24,8 +24,8 @@ description:
     Bandwidth is in GB/s of 10^9 bytes; latency in microseconds.
   - The link of each pair (NVLink or PCIe) is read from NVML (C(libnvidia-ml.so.1), also part of
     the driver) when it is present, so thresholds can differ per link type.
-  - A pair that falls short of a threshold, cannot use peer access, corrupts data or fails a
-    driver call is listed in RV(shortfalls); with O(fail_on_threshold=true) the task fails, so
+  - A pair that falls short of a threshold, cannot use peer access, corrupts data, fails a
+    driver call or yields a figure that is not a finite number is listed in RV(shortfalls); with O(fail_on_threshold=true) the task fails, so
     a rolling fleet run stops at that host.
   - Nothing is changed on the machine. Peer access enabled for the measurement is disabled again
     and in any case released when the process ends; clocks, power and MIG are never touched.
@@ -86,6 +86,8 @@ options:
     description:
       - Longest wait for one timed run. A P2P path that hangs (an IOMMU in translated mode, PCIe
         ACS redirecting peer traffic) fails the task with this as the reason instead of hanging.
+      - A finite number of seconds, greater than 0 and at most 86400; NaN and infinities are
+        refused before anything runs (they would disable the timeout).
     type: float
     default: 60
   min_unidirectional_gbps:
@@ -94,14 +96,19 @@ options:
       - A number applies to every pair; a dict sets it per link type with keys C(nvlink),
         C(pcie), C(unknown) and C(default) (for example C({nvlink 380, pcie 20}) written as YAML).
       - Unset means no floor.
+      - Every value must be a finite number from 0 to 100000 (GB/s); NaN, infinities (also as
+        text, such as C(nan) or C(1e999)) and larger numbers are refused before anything runs,
+        since a floor of NaN could never fail.
     type: raw
   min_bidirectional_gbps:
     description: Floor for the bidirectional bandwidth with peer access, per unordered pair;
-      a number or a dict per link type as for O(min_unidirectional_gbps).
+      a number or a dict per link type as for O(min_unidirectional_gbps), each a finite number
+      from 0 to 100000 (GB/s).
     type: raw
   min_p2p_speedup:
     description: Floor for the ratio of unidirectional bandwidth with peer access to the staged
-      figure; a number or a dict per link type. Needs O(measure_staged=true).
+      figure; a number or a dict per link type, each a finite number from 0 to 1000. Needs
+      O(measure_staged=true).
     type: raw
   require_peer_access:
     description: Count a pair whose GPUs cannot access each other's memory as a shortfall.

@@ -58,7 +58,7 @@ def test_threshold_forms():
 @pytest.mark.parametrize("value, fragment", [
     ("fast", "give a number or a dict"),
     (True, "give a number or a dict"),
-    (-1, "must be >= 0"),
+    (-1, "t=-1 is out of range: give a finite number from 0 to 100000"),
     ({"infiniband": 10}, "unknown link type(s) infiniband"),
     ({"nvlink": "x"}, "t.nvlink='x' is not a number"),
 ])
@@ -66,6 +66,58 @@ def test_threshold_refusals(value, fragment):
     with pytest.raises(plan.PlanError) as exc:
         plan.parse_threshold("t", value)
     assert fragment in str(exc.value)
+
+
+NOT_FINITE = [float("nan"), float("inf"), float("-inf"), "nan", "NaN", "inf", "-inf", "Infinity", "1e999", " nan "]
+
+
+@pytest.mark.parametrize("value", NOT_FINITE)
+@pytest.mark.parametrize("name", sorted(plan.THRESHOLD_RANGES))
+def test_threshold_refuses_nan_and_infinities_in_every_form(name, value):
+    # A floor of NaN never fails (every comparison with NaN is false); +inf always fails.
+    for given, shown in ((value, name), ({"nvlink": value, "pcie": 20}, name + ".nvlink"),
+                         ({"default": value, "nvlink": 380}, name + ".default")):
+        with pytest.raises(plan.PlanError) as exc:
+            plan.parse_threshold(name, given)
+        assert str(exc.value).startswith("%s=%r is not a finite number" % (shown, value))
+
+
+@pytest.mark.parametrize("name, value, fragment", [
+    ("min_unidirectional_gbps", 100001, "min_unidirectional_gbps=100001 is out of range: give a finite number from 0 to 100000"),
+    ("min_bidirectional_gbps", "3e5", "min_bidirectional_gbps='3e5' is out of range"),
+    ("min_p2p_speedup", 1001, "min_p2p_speedup=1001 is out of range: give a finite number from 0 to 1000"),
+    ("min_p2p_speedup", {"pcie": -0.5}, "min_p2p_speedup.pcie=-0.5 is out of range"),
+    ("min_unidirectional_gbps", 10 ** 400, "min_unidirectional_gbps=10000000000000000000...00000000 is out of range"),
+    ("min_unidirectional_gbps", {"nvlink": True}, "min_unidirectional_gbps.nvlink=True is not a number"),
+])
+def test_threshold_ranges(name, value, fragment):
+    with pytest.raises(plan.PlanError) as exc:
+        plan.parse_threshold(name, value)
+    assert fragment in str(exc.value)
+
+
+def test_threshold_range_edges_are_accepted():
+    assert plan.parse_threshold("min_unidirectional_gbps", 100000)["pcie"] == 100000.0
+    assert plan.parse_threshold("min_p2p_speedup", "1000")["nvlink"] == 1000.0
+    assert plan.parse_threshold("min_bidirectional_gbps", 0)["unknown"] == 0.0
+    # An explicit null for one link still means "no floor there", whatever the default says.
+    assert plan.parse_threshold("min_p2p_speedup", {"default": 2, "pcie": None}) == {"nvlink": 2.0, "pcie": None, "unknown": 2.0}
+
+
+@pytest.mark.parametrize("value, fragment", [
+    (float("nan"), "is not a finite number"),
+    (0, "is out of range: give a finite number greater than 0 and at most 60"),
+    (-1, "is out of range"),
+    (61, "is out of range"),
+    (True, "is not a number"),
+    (None, "is not a number"),
+    ("soon", "is not a number"),
+])
+def test_finite_number(value, fragment):
+    with pytest.raises(plan.PlanError) as exc:
+        plan.finite_number("x", value, 0, 60, low_open=True)
+    assert str(exc.value).startswith("x=%r " % (value,)) and fragment in str(exc.value)
+    assert plan.finite_number("x", "2.5", 0, 60, low_open=True) == 2.5
 
 
 def _thresholds(uni=None, bidi=None, speedup=None):
@@ -100,6 +152,27 @@ def test_verdicts_pcie_floor_differs_from_nvlink():
     th = _thresholds({"nvlink": 380, "pcie": 20})
     assert plan.verdicts([_pair(0, 1, 25.0, link="pcie")], [], th) == []
     assert len(plan.verdicts([_pair(0, 1, 25.0, link="nvlink")], [], th)) == 1
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, "fast", True])
+def test_a_measured_figure_that_is_not_a_finite_number_is_a_shortfall(bad):
+    # NaN slips past every floor (nan < 380 is false); it must fail on its own.
+    th = _thresholds({"nvlink": 380}, {"nvlink": 750}, 1.5)
+    short = plan.verdicts([_pair(0, 1, bad), _pair(1, 0, 394.0, staged=bad)],
+                          [{"a": 0, "b": 1, "link": "nvlink", "bidirectional_p2p_gbps": bad}], th)
+    assert [(s["pair"], s["metric"]) for s in short] == [
+        ("0->1", "unidirectional_gbps"), ("1->0", "unidirectional_staged_gbps"), ("0<->1", "bidirectional_gbps")]
+    assert all("not a finite number >= 0: the measurement is not valid" in s["reason"] for s in short)
+    # Without floors too: an invalid measurement is never a pass.
+    assert len(plan.verdicts([_pair(0, 1, bad)], [], _thresholds())) == 1
+
+
+def test_verdicts_refuse_thresholds_that_bypassed_parsing():
+    th = _thresholds(380)
+    th["min_unidirectional_gbps"]["nvlink"] = float("nan")
+    with pytest.raises(plan.PlanError) as exc:
+        plan.verdicts([_pair(0, 1, 10.0)], [], th)
+    assert "min_unidirectional_gbps.nvlink=nan" in str(exc.value)
 
 
 def test_no_peer_access_can_be_tolerated():

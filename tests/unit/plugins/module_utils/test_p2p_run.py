@@ -248,6 +248,20 @@ def test_other_init_error_fails():
     (dict(min_bidirectional_gbps="lots"), "min_bidirectional_gbps='lots'"),
     (dict(measure_staged=False, min_p2p_speedup=2), "min_p2p_speedup needs measure_staged=true"),
     (dict(gpus=["gpu-a"]), "gpus entry 'gpu-a'"),
+    # NaN would disable the timeout (every deadline comparison is false), inf waits for ever.
+    (dict(timeout_s=float("nan")), "timeout_s=nan is not a finite number: give a finite number greater than 0 and at most 86400"),
+    (dict(timeout_s=float("inf")), "timeout_s=inf is not a finite number"),
+    (dict(timeout_s=float("-inf")), "timeout_s=-inf is not a finite number"),
+    (dict(timeout_s="nan"), "timeout_s='nan' is not a finite number"),
+    (dict(timeout_s=-5.0), "timeout_s=-5.0 is out of range"),
+    (dict(timeout_s=86401), "timeout_s=86401 is out of range"),
+    (dict(timeout_s=True), "timeout_s=True is not a number"),
+    (dict(timeout_s=None), "timeout_s=None is not a number"),
+    (dict(min_unidirectional_gbps=float("nan")), "min_unidirectional_gbps=nan is not a finite number"),
+    (dict(min_bidirectional_gbps={"nvlink": "inf"}), "min_bidirectional_gbps.nvlink='inf' is not a finite number"),
+    (dict(min_p2p_speedup="-inf"), "min_p2p_speedup='-inf' is not a finite number"),
+    (dict(min_p2p_speedup=1e6), "min_p2p_speedup=1000000.0 is out of range: give a finite number from 0 to 1000"),
+    (dict(min_unidirectional_gbps=1e300), "min_unidirectional_gbps=1e+300 is out of range"),
 ])
 def test_bad_input_fails_before_the_driver_is_loaded(kw, fragment):
     def explode(lib):
@@ -255,6 +269,15 @@ def test_bad_input_fails_before_the_driver_is_loaded(kw, fragment):
 
     failed, res = p2p_run.run(params(**kw), driver_factory=explode)
     assert failed and fragment in res["msg"]
+
+
+def test_timeout_reaches_the_driver_as_a_finite_float():
+    fake = FakeDriver(2)
+    waits = []
+    fake.event_wait = lambda e, timeout: waits.append(timeout)
+    failed, res = run(fake, timeout_s="30")
+    assert not failed, res.get("msg")
+    assert waits and set(waits) == {30.0}
 
 
 def test_copy_timeout_names_the_pair():

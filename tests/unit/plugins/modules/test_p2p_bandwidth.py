@@ -1,3 +1,5 @@
+import pytest
+
 from ansible_collections.gpufleet.tuning.plugins.modules import p2p_bandwidth
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_module
 
@@ -18,3 +20,24 @@ def test_bad_threshold_fails_naming_it(capsys):
     failed, result = run_module(p2p_bandwidth, {"min_unidirectional_gbps": {"nvlnk": 380}}, capsys)
     assert failed
     assert "unknown link type(s) nvlnk" in result["msg"]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    # Ansible's float type turns these strings into nan/inf: the module must still refuse them.
+    ({"timeout_s": "nan"}, "timeout_s=nan is not a finite number"),
+    ({"timeout_s": "inf"}, "timeout_s=inf is not a finite number"),
+    ({"timeout_s": "1e999"}, "timeout_s=inf is not a finite number"),
+    ({"timeout_s": "-inf"}, "timeout_s=-inf is not a finite number"),
+    ({"timeout_s": 0}, "timeout_s=0.0 is out of range"),
+    ({"timeout_s": 1e9}, "timeout_s=1000000000.0 is out of range"),
+    ({"min_unidirectional_gbps": "nan"}, "min_unidirectional_gbps='nan' is not a finite number"),
+    ({"min_bidirectional_gbps": {"pcie": "inf"}}, "min_bidirectional_gbps.pcie='inf' is not a finite number"),
+    ({"min_p2p_speedup": {"default": "NaN"}}, "min_p2p_speedup.default='NaN' is not a finite number"),
+    ({"min_p2p_speedup": 5000}, "min_p2p_speedup=5000 is out of range: give a finite number from 0 to 1000"),
+])
+def test_non_finite_or_huge_numbers_fail_before_the_driver_is_looked_for(args, fragment, capsys):
+    # With no driver, an accepted input would end in skipped=true: a failure here proves the
+    # input was refused before the library was even looked for.
+    failed, result = run_module(p2p_bandwidth, dict(args, cuda_library="libcuda-absent.so.1"), capsys)
+    assert failed and not result.get("skipped")
+    assert fragment in result["msg"]
