@@ -106,8 +106,8 @@ def test_replace_through_a_symlink_rolls_back_into_the_target(tmp_path):
 
 
 @pytest.mark.parametrize("make, words", [
-    (lambda p: os.mkfifo(p), "FIFO"),
-    (lambda p: os.mkdir(p), "directory"),
+    (os.mkfifo, "FIFO"),
+    (os.mkdir, "directory"),
 ])
 def test_non_regular_files_are_refused_by_name(tmp_path, make, words):
     path = str(tmp_path / "conf")
@@ -164,7 +164,10 @@ def test_directories_are_0755_whatever_the_umask(tmp_path):
 
 
 def test_failed_write_removes_the_directories_it_made(tmp_path, monkeypatch):
-    monkeypatch.setattr(os, "fsync", lambda *_a: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left")))
+    def no_space(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", no_space)
     with pytest.raises(OSError):
         fileops.write_atomic(str(tmp_path / "a/b/c.conf"), "x")
     assert os.listdir(str(tmp_path)) == []
