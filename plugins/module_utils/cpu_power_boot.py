@@ -14,6 +14,11 @@ at boot, so the script stays right when the set of states differs from the one A
 The script takes ``GPUFLEET_CPU_SYSFS`` from the environment (default /sys/devices/system/cpu)
 so the unit tests run it against a fake tree. It sets what it can, reports what it could not
 on stderr (the journal) and exits 1 then.
+
+What runs as root stays root's: the script, its unit and the enable link are root's whatever
+the umask (managed_files), and they are written only where trust.py finds that no user but
+root can change the directories they land in or the shell the script names (/bin/sh, every
+link and directory on the way to it).
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from __future__ import annotations
 import os
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils import trust
 
 UNIT_NAME = "gpufleet-cpu-power.service"
 SCRIPT_PATH = "/usr/local/sbin/gpufleet-cpu-power"
 SYSTEMD_DIR = "/etc/systemd/system"
+SHELL = "/bin/sh"
 
 _SCRIPT_BODY = r"""
 cpu_root=${GPUFLEET_CPU_SYSFS:-/sys/devices/system/cpu}
@@ -126,7 +133,7 @@ def render_script(max_idle_latency_us, enable_within_bound, governor, epp):
         return "'%s'" % ("" if value is None else value)
 
     header = [
-        "#!/bin/sh",
+        "#!%s" % SHELL,
         "# Managed by Ansible (gpufleet.tuning.cpu_power); run at boot by %s." % UNIT_NAME,
         "# Local edits are overwritten on the next run; remove with persist: false.",
         "# Disables every idle state whose exit latency is above the bound on each online CPU,",
@@ -161,18 +168,24 @@ def render_unit(script_path=SCRIPT_PATH):
     ])
 
 
-def wanted(present, settings, systemd_dir=SYSTEMD_DIR, script_path=SCRIPT_PATH):
+def wanted(present, settings, systemd_dir=SYSTEMD_DIR, script_path=SCRIPT_PATH, root=None, trusted_uid=0):
     """The managed_files.Wanted list: unit, enable symlink and script, or all three absent.
 
-    ``settings`` is ``(max_idle_latency_us, enable_within_bound, governor, epp)``.
+    ``settings`` is ``(max_idle_latency_us, enable_within_bound, governor, epp)``. The files to
+    write carry trust checks (managed_files.plan refuses them when a user other than
+    ``trusted_uid`` could change where they land, or /bin/sh); ``root`` is the top of the tree
+    checked, by default the directory holding both ``systemd_dir`` and ``script_path`` (/ on
+    a node).
     """
+    if not os.path.isabs(script_path):
+        raise ValueError("the boot script path %r must be absolute (systemd's ExecStart needs one)" % script_path)
     unit_path = os.path.join(systemd_dir, UNIT_NAME)
-    link = managed_files.unit_wants_link(systemd_dir, UNIT_NAME)
     if not present:
-        return [managed_files.Wanted(link.path), managed_files.Wanted(unit_path),
-                managed_files.Wanted(script_path)]
+        return [managed_files.Wanted(managed_files.unit_wants_link(systemd_dir, UNIT_NAME).path),
+                managed_files.Wanted(unit_path), managed_files.Wanted(script_path)]
+    checked = dict(trust_root=root or trust.common_root(systemd_dir, script_path), trusted_uid=trusted_uid)
     return [
-        managed_files.Wanted(script_path, render_script(*settings), mode=0o755),
-        managed_files.Wanted(unit_path, render_unit(script_path), mode=0o644),
-        link,
+        managed_files.Wanted(script_path, render_script(*settings), mode=0o755, **checked),
+        managed_files.Wanted(unit_path, render_unit(script_path), mode=0o644, **checked),
+        managed_files.unit_wants_link(systemd_dir, UNIT_NAME, **checked),
     ]

@@ -14,6 +14,15 @@ event for every device, and a driver load sends ``bind``, so one rule on ``add|b
 boot, hotplug and driver reloads. What it runs is a helper generated from pci_config's own
 source (plus a one-line call of its ``cli_main``), so the boot path is the tested code, not a
 second implementation in shell.
+
+What runs as root stays root's: the helper runs as root at every boot, hotplug and driver
+bind, so it is run by a fixed system Python (SYSTEM_PYTHONS; never the Python running this
+module, which with a localhost inventory is a checkout's virtualenv, and never a PATH
+lookup), started isolated (``-IS``: no PYTHON* variables, no user or site packages, not even
+the helper's own directory on sys.path), and it is written only where trust.py finds that
+nothing on the way to it, its rule or its interpreter can be changed by a user other than
+root. Without such a Python the module still sets MRRS now; it refuses only to persist, and
+says so.
 """
 
 from __future__ import annotations
@@ -22,13 +31,13 @@ import errno
 import inspect
 import os
 import re
-import sys
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import container as container_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pci_config
+from ansible_collections.gpufleet.tuning.plugins.module_utils import trust
 from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
 
@@ -37,6 +46,13 @@ HELPER = "/usr/local/libexec/gpufleet/pcie-maxreadreq"
 DEFAULT_VENDOR = "0x10de"
 DEFAULT_CLASSES = ("0x0300", "0x0302")
 DIFF_HEADER = "PCIe Max Read Request Size"
+# The helper's interpreter, first found wins: the distribution's own Python 3 (RHEL 8 keeps
+# one for system tools at /usr/libexec/platform-python when /usr/bin/python3 is not installed).
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/libexec/platform-python")
+# Isolated (-I: no PYTHON* variables, no user site, no script directory on sys.path) and
+# without site (-S). Linux passes what follows the interpreter on a #! line as one argument,
+# so the flags are combined.
+HELPER_FLAGS = "-IS"
 
 _VENDOR_RE = re.compile(r"^0x[0-9a-f]{4}\Z")
 _CLASS_RE = re.compile(r"^0x[0-9a-f]{4}(?:[0-9a-f]{2})?\Z")
@@ -46,26 +62,46 @@ class PcieError(ModuleFailure):
     """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
 
 
-def default_interpreter():
-    """The helper's interpreter: the system python3 (it outlives virtualenvs), else this one."""
-    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+class NoInterpreter(OSError):
+    """None of the system Pythons the helper may run with is installed."""
+
+
+def system_interpreter(candidates=SYSTEM_PYTHONS):
+    """The first of ``candidates`` that exists, or None. Never this module's own Python."""
+    for candidate in candidates:
+        if os.path.exists(candidate):
+            return candidate
+    return None
 
 
 class Paths(object):
-    """Where the module reads and writes; tests point these into a temp dir."""
+    """Where the module reads and writes; tests point these into a temp dir.
+
+    ``interpreters``: where the helper's Python is looked for (``interpreter`` names a single
+    one). ``trust_root``: the top of the tree trust.py checks (default: the directory holding
+    both the helper and the rules directory, / on a node); ``trusted_uid``: who must own it.
+    """
 
     def __init__(self, sysfs=pci_config.SYSFS, udev_rules_d="/etc/udev/rules.d", helper=HELPER,
-                 proc="/proc", root="/", interpreter=None):
+                 proc="/proc", root="/", interpreter=None, interpreters=SYSTEM_PYTHONS, trust_root=None,
+                 trusted_uid=0):
         self.sysfs = sysfs
         self.udev_rules_d = udev_rules_d
         self.helper = helper
         self.proc = proc
         self.root = root
-        self.interpreter = interpreter or default_interpreter()
+        self.interpreters = (interpreter,) if interpreter else tuple(interpreters)
+        self.trust_root = trust_root or trust.common_root(helper, udev_rules_d)
+        self.trusted_uid = trusted_uid
 
     @property
     def rule(self):
         return os.path.join(self.udev_rules_d, RULE_FILE)
+
+    @property
+    def interpreter(self):
+        """The helper's Python (looked up when asked: removing the files needs none), or None."""
+        return system_interpreter(self.interpreters)
 
 
 # ---------------------------------------------------------------------------- validation
@@ -236,18 +272,42 @@ def helper_source():
     return source
 
 
+# pci_config has no annotations, so its future import is a no-op; dropped from the helper, the
+# source also runs on Python 3.6 (RHEL 8's platform-python), where that future is unknown.
+_FUTURE_ANNOTATIONS = "from __future__ import annotations\n"
+
+
 def render_helper(interpreter):
-    """The helper udev runs: pci_config's source and a call of its command line."""
-    return ("#!%s\n"
+    """The helper udev runs: pci_config's source and a call of its command line.
+
+    ``#!<interpreter> -IS``: isolated, so nothing from the environment, the user's site or the
+    helper's own directory is imported into a process running as root.
+    """
+    if not interpreter.startswith("/") or any(c.isspace() for c in interpreter):
+        raise ValueError("the helper's interpreter must be an absolute path without blanks: %r" % interpreter)
+    source = helper_source().replace(_FUTURE_ANNOTATIONS, "", 1)
+    return ("#!%s %s\n"
             "# Generated by gpufleet.tuning.pcie_maxreadreq from module_utils/pci_config.py; do not edit.\n"
             "# Run by %s; removed with persist=false.\n"
             "%s\n\n"
             "if __name__ == \"__main__\":\n"
-            "    sys.exit(cli_main())\n") % (interpreter, RULE_FILE, helper_source().rstrip("\n"))
+            "    sys.exit(cli_main())\n") % (interpreter, HELPER_FLAGS, RULE_FILE, source.rstrip("\n"))
+
+
+# What udev would read as something else inside RUN+="...": quotes end the value, blanks split
+# the program from its arguments, $ and % start substitutions.
+_RUN_UNSAFE = re.compile(r'[\s"$%\\]')
 
 
 def render_rule(spec, helper):
-    """udev rule: on add (coldplug at boot, hotplug) and bind (driver load), run the helper."""
+    """udev rule: on add (coldplug at boot, hotplug) and bind (driver load), run the helper.
+
+    The helper is named by absolute path (udev would look a relative one up in its own
+    directory) free of characters udev gives a meaning inside RUN+="...".
+    """
+    if not os.path.isabs(helper) or _RUN_UNSAFE.search(helper):
+        raise ValueError("the helper path %r cannot go into a udev RUN key: it must be absolute, "
+                         "without blanks, quotes, backslashes, $ or %%" % helper)
     args = "--size %d%s" % (spec["size"], " --include-bridges" if spec["include_bridges"] else "")
     run = 'RUN+="%s %s $kernel"' % (helper, args)
     lines = [
@@ -268,11 +328,30 @@ def render_rule(spec, helper):
 
 
 def wanted_files(spec, paths):
-    """Helper before rule when installing, rule before helper when removing."""
+    """Helper before rule when installing, rule before helper when removing.
+
+    Installing needs a system Python (NoInterpreter otherwise); both files are checked by
+    trust.py in managed_files.plan (Untrusted when another user could change them, their
+    directories or the interpreter).
+    """
     if spec["persist"]:
-        return [managed_files.Wanted(paths.helper, render_helper(paths.interpreter), mode=0o755),
-                managed_files.Wanted(paths.rule, render_rule(spec, paths.helper), mode=0o644)]
+        interpreter = paths.interpreter
+        if interpreter is None:
+            raise NoInterpreter(errno.ENOENT, "no system Python for the udev helper: none of %s exists. The "
+                                "helper runs as root at every boot, so it never runs with the Python that "
+                                "runs this module (it may be a virtualenv that other users can write)"
+                                % ", ".join(paths.interpreters))
+        checked = dict(trust_root=paths.trust_root, trusted_uid=paths.trusted_uid)
+        return [managed_files.Wanted(paths.helper, render_helper(interpreter), mode=0o755, **checked),
+                managed_files.Wanted(paths.rule, render_rule(spec, paths.helper), mode=0o644, **checked)]
     return [managed_files.Wanted(paths.rule), managed_files.Wanted(paths.helper)]
+
+
+def _persist_refusal(exc):
+    """The failure for persistence that cannot be installed safely; the runtime part can."""
+    return ("cannot install the udev rule and its helper, nothing was changed: %s. Setting MRRS does not need "
+            "them: persist=false sets it now, until the next reboot or driver reload"
+            % fileops.describe(exc))
 
 
 # ---------------------------------------------------------------------------------- run
@@ -329,18 +408,26 @@ def run(params, check_mode=False, paths=None):
     # any, never at the host's boot (container.persistence_left_alone).
     guarded = container_mod.guarded(container, spec["allow_in_container"])
     file_changes, file_problem = [], None
+    skipped_keys = dict((e["bdf"], e["reason"]) for e in entries if e["reason"])
     if not nothing_to_keep:
         try:
             file_changes = managed_files.plan(wanted_files(spec, paths))
         except (OSError, IOError) as exc:
             if not guarded:
-                raise
-            file_problem = fileops.describe(exc)
-    skipped_keys = dict((e["bdf"], e["reason"]) for e in entries if e["reason"])
+                if isinstance(exc, managed_files.NotOwned):
+                    raise
+                raise PcieError(_persist_refusal(exc), {
+                    "devices": entries, "container": container, "size": spec["size"],
+                    "skipped_keys": skipped_keys})
+            file_problem = exc
     udev_left_alone = guarded and bool(file_changes or file_problem)
     if udev_left_alone:
-        would = ("replace a file it does not own: %s" % file_problem) if file_problem else \
-            ", ".join(change.describe() for change in file_changes)
+        if isinstance(file_problem, managed_files.NotOwned):
+            would = "replace a file it does not own: %s" % fileops.describe(file_problem)
+        elif file_problem is not None:
+            would = "install it, which it cannot do safely: %s" % fileops.describe(file_problem)
+        else:
+            would = ", ".join(change.describe() for change in file_changes)
         skipped_keys["udev rule"] = container_mod.persistence_left_alone(container, "a udev rule", would)
         file_changes = []
 

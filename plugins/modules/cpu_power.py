@@ -30,6 +30,16 @@ description:
     each state's latency then, so another kernel's state table is handled) without Python or
     Ansible. The unit is enabled with the C(multi-user.target.wants) symlink, so no running
     systemd is needed.
+  - What runs as root at boot stays root's. The script, the unit and the enable symlink are
+    written owned by root (0:0) with modes 0755 and 0644, and the directories created for
+    them 0755, whatever the umask; a file or link of these found with another owner or mode
+    is a change, shown in the diff (C(<path> owner and mode)) and given back to root. Before
+    writing, the module checks that no user but root can change where they land or the shell
+    the script names (C(/bin/sh)). Every directory and symlink on the way to each, and the
+    shell itself, must be owned by root and not writable by group or others (a sticky
+    directory such as C(/tmp) does not count as safe). Otherwise it fails before changing
+    anything, naming the offending path with its owner and mode; O(persist=false) still
+    applies the settings at runtime.
   - Offline CPUs are left alone and reported; the boot unit covers a CPU that is online at the
     next boot. A CPU brought online later keeps all its states until the script is run again
     (C(/usr/local/sbin/gpufleet-cpu-power), or C(systemctl restart gpufleet-cpu-power)) or the
@@ -102,6 +112,9 @@ options:
         installed them; the runtime values stay until reboot.
       - Inside a container (without O(allow_in_container)) the unit is neither installed nor
         removed; RV(skipped_keys) says what the plan would have done.
+      - Installing fails, before anything is changed, where a user other than root could
+        change the script, the unit, a directory above them or C(/bin/sh) (see the
+        description).
     type: bool
     default: true
   allow_in_container:

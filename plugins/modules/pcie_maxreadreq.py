@@ -35,8 +35,23 @@ description:
     reboot, a hotplug or a driver reload. The rule runs
     C(/usr/local/libexec/gpufleet/pcie-maxreadreq), a stdlib-only Python script generated from
     this collection's C(module_utils/pci_config.py) source, so the boot path runs the same code
-    as the module. Both files are written atomically and only when their content differs;
-    O(persist=false) removes them.
+    as the module. Both files are written atomically and only when their content, mode or
+    owner differs; O(persist=false) removes them.
+  - What runs as root at boot stays root's. The helper runs with a fixed system Python, the
+    first of C(/usr/bin/python3) and C(/usr/libexec/platform-python) that exists, never with
+    the Python that runs the module (with a localhost inventory that is the checkout's
+    virtualenv) and never one found on C(PATH); its first line is C(#!/usr/bin/python3 -IS), so
+    it starts isolated (no C(PYTHON*) variables, no user or site packages, not even its own
+    directory on the import path). Without such a Python, O(persist=true) fails before
+    anything is changed and says so; setting the size (O(persist=false)) does not need one.
+  - Both files are written owned by root (0:0) with modes 0755 and 0644, and the directories
+    created for them 0755, whatever the umask; a file found with another owner or mode is a
+    change, shown in the diff (C(<path> owner and mode)) and given back to root. Before
+    writing, the module checks that no user but root can change where they land or the
+    interpreter. Every directory and symlink on the way to each file and to the interpreter,
+    and the interpreter itself, must be owned by root and not writable by group or others (a
+    sticky directory such as C(/tmp) does not count as safe). Otherwise it fails before
+    changing anything, naming the offending path with its owner and mode.
   - Inside a container the GPUs' config space belongs to the host. When a container is
     detected (from the user-namespace mapping, PID 1's environment, cgroup paths; a lone
     C(/.dockerenv) is not trusted), the module still reads and reports everything, and a run
@@ -102,6 +117,10 @@ options:
         and when a driver binds.
       - V(false) removes both files if an earlier run installed them; the runtime value stays
         until the next reboot or driver reload.
+      - Installing needs a system Python (C(/usr/bin/python3) or
+        C(/usr/libexec/platform-python)) and fails, before anything is changed, where a user
+        other than root could change the helper, the rule, a directory above them or that
+        Python (see the description). V(false) needs neither.
     type: bool
     default: true
   allow_in_container:

@@ -933,3 +933,61 @@ def test_boot_script_with_haltpoll_and_an_offline_cpu_without_cpuidle(tmp_path):
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout.startswith("gpufleet-cpu-power: disabled 2 and enabled 0 idle state(s)")
     assert disable_matrix(base, cpus=2, nstates=3) == [["0", "0", "1"]] * 2
+
+
+# --- the boot unit runs as root: only where root alone can change it ------------------------------
+
+USER = 1000
+
+
+@pytest.mark.parametrize("where, how", [
+    ("usr/local", lambda p: os.chown(p, USER, USER)),
+    ("usr/local/sbin", lambda p: os.chmod(p, 0o775)),
+    ("etc/systemd", lambda p: os.chmod(p, 0o1777)),
+    ("etc/systemd/system", lambda p: os.chmod(p, 0o757)),
+])
+def test_boot_unit_where_another_user_could_change_it_is_refused_before_any_write(host, where, how):
+    tmp_path, base, paths = host
+    os.makedirs(str(tmp_path / "usr/local/sbin"))
+    how(str(tmp_path / where))
+    before = snapshot(tmp_path)
+    with pytest.raises(cp.CpuPowerError) as exc:
+        cp.run(params(), paths=paths)
+    message = exc.value.message
+    assert message.startswith("cannot plan the boot unit files, nothing was changed: %s: is " % (tmp_path / where)), \
+        message
+    st = os.stat(str(tmp_path / where))
+    assert "mode %04o" % (st.st_mode & 0o7777) in message and "must be changeable by root only" in message
+    assert snapshot(tmp_path) == before  # no idle state, governor or file written
+    # the runtime part alone is fine
+    assert cp.run(params(persist=False), paths=paths)["changed"] is True
+
+
+def test_boot_unit_files_left_owned_by_a_user_are_given_back_to_root(host):
+    tmp_path, _base, paths = host
+    cp.run(params(), paths=paths)
+    script, unit, link = unit_files(paths)
+    os.chown(script, USER, USER)
+    os.chown(unit, USER, USER)
+    os.lchown(link, USER, USER)
+    result = cp.run(params(), paths=paths)
+    assert result["changed"] is True
+    assert [os.lstat(p).st_uid for p in (script, unit, link)] == [0, 0, 0]
+    assert [d["before"] for d in result["diff"] if d["before_header"].endswith("owner and mode (before)")] == \
+        ["owner = 1000:1000\n"] * 3
+    assert cp.run(params(), paths=paths)["changed"] is False
+
+
+def test_umask_000_still_installs_the_boot_unit_in_root_owned_0755_directories(host):
+    tmp_path, _base, paths = host
+    old = os.umask(0)
+    try:
+        cp.run(params(), paths=paths)
+    finally:
+        os.umask(old)
+    for rel in ("usr", "usr/local", "usr/local/sbin", "etc/systemd/system/multi-user.target.wants"):
+        st = os.stat(str(tmp_path / rel))
+        assert (rel, st.st_mode & 0o7777, st.st_uid) == (rel, 0o755, 0)
+    script, unit, link = unit_files(paths)
+    assert [(os.stat(p).st_mode & 0o7777, os.stat(p).st_uid) for p in (script, unit)] == [(0o755, 0), (0o644, 0)]
+    assert os.lstat(link).st_uid == 0

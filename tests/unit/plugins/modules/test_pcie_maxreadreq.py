@@ -1,5 +1,6 @@
 """The module's main(): argument handling, exit/fail JSON, warnings, --diff output."""
 
+import os
 import sys
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pci_config as pc
@@ -10,6 +11,8 @@ from ansible_collections.gpufleet.tuning.tests.unit.pci_fake import (
     add_device, conventional_config, gpu_config, read_bytes)
 
 GPU = "0000:41:00.0"
+# The udev helper runs under a root-owned system interpreter (the module refuses others).
+REAL_PYTHON = pm.system_interpreter() or os.path.realpath(sys.executable)
 
 
 def _fake(tmp_path, monkeypatch):
@@ -17,7 +20,7 @@ def _fake(tmp_path, monkeypatch):
     add_device(tmp_path, GPU, gpu_config(), driver="nvidia")
     paths = pm.Paths(sysfs=str(tmp_path / "sys"), udev_rules_d=str(tmp_path / "rules.d"),
                      helper=str(tmp_path / "libexec/pcie-maxreadreq"), proc=str(tmp_path / "proc"),
-                     root=str(tmp_path), interpreter=sys.executable)
+                     root=str(tmp_path), interpreter=REAL_PYTHON)
     monkeypatch.setattr(pm, "Paths", lambda: paths)
     return paths
 
