@@ -7,12 +7,23 @@ Why the driver API and ctypes: libcuda.so.1 ships with the NVIDIA driver itself,
 that can run a model can run this, with no CUDA toolkit, compiler, PyTorch or CuPy. Every
 call goes through ``_call``, which turns a non-zero CUresult into CudaError naming the call,
 the error name and the driver's own description.
+
+Which library is loaded: the module runs as root, and loading a library runs its code, so
+``trusted_library`` decides before anything is loaded. A bare ``libcuda.so`` or
+``libcuda.so.<version>`` is handed to the dynamic loader, which finds it in its own search path
+(ld.so.cache and the system library folders, the driver's install location). An absolute path
+is resolved (symbolic links included) and loaded by its real path only when that file and every
+folder above it up to ``/`` belong to root and are not writable by group or others: nobody but
+root can then have put the code there or swap it before it is loaded. Anything else (another
+name, a relative path, ``..``) is refused naming the value.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import re
+import stat
 import time
 
 CUDA_SUCCESS = 0
@@ -45,6 +56,77 @@ class DriverMissing(Exception):
     """No usable NVIDIA driver: the reason says what was missing."""
 
 
+class UntrustedLibrary(Exception):
+    """A library that is not loaded: another name, or a file or folder others could change."""
+
+
+DEFAULT_LIBRARY = "libcuda.so.1"
+LIBRARY_NAME_RE = re.compile(r"^libcuda\.so(?:\.[0-9]+)*\Z")
+_ACCEPTED = ("a bare name libcuda.so or libcuda.so.<version> (found by the dynamic loader), or an absolute "
+             "path of a file that root owns, in folders root owns, none of them writable by group or others")
+
+
+def _check_owner(path, info, what, value, owner_uids):
+    if info.st_uid not in owner_uids:
+        raise UntrustedLibrary("cuda_library=%r is not loaded: %s %s belongs to uid %d, not root; give %s"
+                               % (value, what, path, info.st_uid, _ACCEPTED))
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        writers = " and ".join(who for bit, who in ((stat.S_IWGRP, "group"), (stat.S_IWOTH, "others"))
+                               if info.st_mode & bit)
+        raise UntrustedLibrary("cuda_library=%r is not loaded: %s %s is writable by %s (mode %04o); give %s"
+                               % (value, what, path, writers, stat.S_IMODE(info.st_mode), _ACCEPTED))
+
+
+def trusted_library(value, owner_uids=(0,), lstat=os.lstat):
+    """What to hand to the dynamic loader for ``cuda_library=value``.
+
+    A bare libcuda name is returned as it is; an absolute path is returned resolved, after its
+    file and every folder above it passed the owner and mode check. Raises UntrustedLibrary
+    for anything else, and DriverMissing for an absolute path that does not exist (no driver
+    there: a skip, as for a bare name the loader does not find). ``owner_uids`` and ``lstat``
+    exist for tests.
+    """
+    if not isinstance(value, str) or value == "":
+        raise UntrustedLibrary("cuda_library=%r is not loaded: give %s" % (value, _ACCEPTED))
+    if "\0" in value:
+        raise UntrustedLibrary("cuda_library=%r is not loaded: it holds a NUL character; give %s" % (value, _ACCEPTED))
+    if "/" not in value:
+        if LIBRARY_NAME_RE.match(value):
+            return value
+        raise UntrustedLibrary("cuda_library=%r is not loaded: a bare name must be libcuda.so or "
+                               "libcuda.so.<version>; give %s" % (value, _ACCEPTED))
+    if not value.startswith("/"):
+        raise UntrustedLibrary("cuda_library=%r is not loaded: a relative path depends on the directory the module "
+                               "runs in; give %s" % (value, _ACCEPTED))
+    if ".." in value.split("/"):
+        raise UntrustedLibrary("cuda_library=%r is not loaded: it holds '..'; give %s" % (value, _ACCEPTED))
+    real = os.path.realpath(value)
+    try:
+        info = lstat(real)
+    except FileNotFoundError:
+        raise DriverMissing("cannot load %s: no such file (is the NVIDIA driver installed?)" % value)
+    except OSError as exc:
+        raise UntrustedLibrary("cuda_library=%r is not loaded: %s cannot be examined (%s)"
+                               % (value, real, exc.strerror))
+    if not stat.S_ISREG(info.st_mode):
+        raise UntrustedLibrary("cuda_library=%r is not loaded: %s is not a regular file; give %s"
+                               % (value, real, _ACCEPTED))
+    _check_owner(real, info, "the file", value, owner_uids)
+    folder = real
+    while True:
+        folder = os.path.dirname(folder)
+        try:
+            info = lstat(folder)
+        except OSError as exc:
+            raise UntrustedLibrary("cuda_library=%r is not loaded: the folder %s cannot be examined (%s)"
+                                   % (value, folder, exc.strerror))
+        if not stat.S_ISDIR(info.st_mode):
+            raise UntrustedLibrary("cuda_library=%r is not loaded: %s is not a folder" % (value, folder))
+        _check_owner(folder, info, "the folder", value, owner_uids)
+        if folder == "/":
+            return real
+
+
 class CopyTimeout(Exception):
     """A copy did not finish in time: usually a P2P path that hangs (IOMMU, ACS)."""
 
@@ -52,9 +134,11 @@ class CopyTimeout(Exception):
 class Driver(object):
     """A loaded libcuda. Methods mirror the driver calls they wrap, minus the cu prefix."""
 
-    def __init__(self, library="libcuda.so.1"):
+    def __init__(self, library=DEFAULT_LIBRARY):
+        # Checked here too, so no caller can load a library by path unchecked.
+        path = trusted_library(library)
         try:
-            self.lib = ctypes.CDLL(library)
+            self.lib = ctypes.CDLL(path)
         except OSError as exc:
             raise DriverMissing("cannot load %s: %s (is the NVIDIA driver installed?)" % (library, exc))
         self._elapsed = self._symbol("cuEventElapsedTime_v2", "cuEventElapsedTime")

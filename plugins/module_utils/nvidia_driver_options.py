@@ -128,6 +128,26 @@ RISKY = (
     ("NVreg_InitializeSystemMemoryAllocations", lambda v: _num(v) == 0,
      "0 stops the driver from clearing the system memory it hands out: one process's (or tenant's) data "
      "can be read by the next"),
+    # Isolation: who may read the GPUs' performance counters and open their device files. The
+    # driver's defaults (nv-reg.h) are RestrictProfilingToAdminUsers=1 and device files owned
+    # by UID 0, GID 0 with mode 0666. A value is refused when it grants what those defaults do
+    # not, or when it hands every local account access a host may have taken away (this file is
+    # read last, so it overrides a distribution's or an administrator's root:video 0660). The
+    # files are created by the driver or nvidia-modprobe (setuid root), which reads the values
+    # as unsigned: a negative value is every bit set.
+    ("NVreg_RestrictProfilingToAdminUsers", lambda v: _num(v) != 1,
+     "anything but 1 (the default) lets every user who can open the GPU read its performance counters "
+     "(CUPTI, Nsight), not only CAP_SYS_ADMIN: a side channel into other processes' and tenants' kernels "
+     "(CVE-2018-6260); the driver restricts them only for exactly 1"),
+    ("NVreg_DeviceFileUID", lambda v: _num(v) != 0,
+     "the GPU device files (/dev/nvidia*) get a non-root owner, who holds the owner's permissions and can "
+     "chmod them to any mode, so the owner bits and every later restriction are that account's to undo; "
+     "the default owner is root (0)"),
+    ("NVreg_DeviceFileMode", lambda v: _num(v) is None or _num(v) < 0 or (_num(v) & ~0o660) != 0,
+     "a mode with read or write for others (o+rw, NVIDIA's default 0666 included) lets every local account "
+     "and service open the GPUs, overriding a root:video 0660 a host may have; execute, setuid, setgid or "
+     "sticky bits (or a negative value, all bits) grant more than the default 0666 ever does. Leave the "
+     "option out to keep the host's own setting, or give 0660 or less with NVreg_DeviceFileGID"),
 )
 
 

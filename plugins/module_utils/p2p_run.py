@@ -6,6 +6,11 @@
 Validation happens before the driver is touched. "No driver" and "no device" are outcomes
 (skipped with the reason), not failures: a CPU-only host in the fleet must not stop a rollout.
 Every other driver error fails with the call and the CUDA error string.
+
+``cuda_library`` is code that runs as root once loaded: it is checked by
+cuda_driver.trusted_library (a bare libcuda name, or an absolute path root owns all the way up)
+before anything is loaded, and a refused value fails the task naming it, never a skip. The
+owner and mode chain check is local to cuda_driver; it could use a shared trust helper later.
 """
 
 from __future__ import annotations
@@ -69,9 +74,15 @@ def run(params, driver_factory=None, nvml_factory=None):
     except p2p_plan.PlanError as exc:
         return True, {"changed": False, "msg": str(exc)}
 
+    try:
+        library = cuda_driver.trusted_library(params.get("cuda_library") or cuda_driver.DEFAULT_LIBRARY)
+    except cuda_driver.UntrustedLibrary as exc:
+        return True, {"changed": False, "msg": str(exc)}
+    except cuda_driver.DriverMissing as exc:
+        return False, skipped("no NVIDIA driver: %s" % exc)
     cuda_driver.prefer_pci_bus_order()
     try:
-        driver = (driver_factory or cuda_driver.Driver)(params.get("cuda_library") or "libcuda.so.1")
+        driver = (driver_factory or cuda_driver.Driver)(library)
     except cuda_driver.DriverMissing as exc:
         return False, skipped("no NVIDIA driver: %s" % exc)
     nvml = (nvml_factory or nvml_mod.Nvml)()

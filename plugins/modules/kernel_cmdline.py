@@ -139,6 +139,14 @@ notes:
   - RHEL-family systems (grubby, BLS entries) and systemd's own kernel-install are not handled.
   - An argument already in the configuration that is harmful on this machine is not removed
     unless listed in O(absent); a warning names it.
+  - What C(iommu=pt) trades away. Devices the host's own drivers use through the kernel's DMA
+    API (the GPUs under the nvidia driver, NICs, NVMe) get identity (passthrough) IOMMU domains,
+    so their DMA is no longer translated or confined to the buffers the driver mapped, and a
+    malicious or buggy device, or its firmware, can read and write all of host memory, as
+    without an IOMMU. Peer-to-peer DMA and RDMA gain from it (no translation on their path).
+    Devices handed to VMs through VFIO keep translated domains and stay isolated, and the IOMMU
+    still remaps interrupts. Leave it out (O(absent)) on hosts whose devices or firmware are not
+    trusted, or where the IOMMU is relied on to contain a device's DMA.
 seealso:
   - name: The kernel's command-line parameters
     description: What each argument does.

@@ -117,6 +117,13 @@ notes:
     it does not apply the new limit; stop and start it (C(pct reboot) stops and starts).
   - Inside the container, systemd services still need C(LimitMEMLOCK); the
     gpufleet.tuning.container role sets that.
+  - What an unlimited limit trades away. Locked memory (mlock, RDMA and GPU pinned buffers)
+    cannot be swapped out or reclaimed by the host, and the container's memory cgroup limit is
+    the only bound left. A container with C(unlimited) can pin host RAM up to that limit (all of
+    it when the container has none), leaving the host and the other guests to swap or be
+    killed by the OOM killer. Give it only to the containers that serve models (the
+    gpufleet.tuning.lxc_containers C(gpu) selector), keep a memory limit on them, or set a
+    byte limit (C(SOFT:HARD)) sized to the model instead of C(unlimited).
 seealso:
   - module: gpufleet.tuning.lxc_containers
     description: Finds the containers of a host and selects those to give the limit.

@@ -136,6 +136,28 @@ options:
       - C(NVreg_RegisterPCIDriver=0) (the driver binds no GPU).
       - C(NVreg_InitializeSystemMemoryAllocations=0) (memory is handed out without being
         cleared, so data leaks between processes or tenants).
+      - Options that loosen who may use the GPUs, judged against the driver's defaults in
+        nv-reg.h (counters for administrators only, device files owned by UID 0 and GID 0 with
+        mode 0666) and against a restriction the host may already have, since this file is read
+        last and overrides a distribution's or an administrator's setting (such as root:video
+        0660).
+      - C(NVreg_RestrictProfilingToAdminUsers) other than 1 (the default; the driver restricts
+        the counters only for exactly 1), so every user who can open a GPU reads its performance
+        counters (CUPTI, Nsight), a side channel into other processes' and tenants' work
+        (CVE-2018-6260). nv-reg.h's comment calls 0 the default; its parameter table sets 1, and
+        C(/proc/driver/nvidia/params) prints it as C(RmProfilingAdminOnly).
+      - C(NVreg_DeviceFileUID) other than 0 (a non-root account owns C(/dev/nvidia*), with the
+        owner's permissions, and can chmod them to any mode).
+      - C(NVreg_DeviceFileMode) with any bit outside 0660. Read or write for others lets every
+        local account and service open the GPUs (NVIDIA's own default 0666 is refused too when
+        written here, because it undoes a host's 0660); execute, setuid, setgid or sticky bits
+        grant more than the default ever does; a negative value is read as all bits. Leave the
+        option out to keep the host's setting; 0660 or less passes.
+      - C(NVreg_DeviceFileGID) is not on the list. The group gets only the mode's group bits,
+        which with the default mode every account has anyway, and C(NVreg_DeviceFileGID) with
+        C(NVreg_DeviceFileMode=0660) is how access is narrowed to one group. Putting it behind
+        O(allow_risky), which unlocks every option above at once, would push hardened hosts to
+        allow everything. Check that the group you give is not a broad one (such as C(users)).
     type: bool
     default: false
 notes:

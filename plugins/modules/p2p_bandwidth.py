@@ -120,7 +120,18 @@ options:
     type: bool
     default: true
   cuda_library:
-    description: The CUDA driver library to load.
+    description:
+      - The CUDA driver library to load. Loading a library runs its code as the module's user
+        (root), so only two forms are accepted, checked before anything is loaded.
+      - A bare name C(libcuda.so) or C(libcuda.so.<version>) (digits and dots), found by the
+        dynamic loader in its own search path (C(ld.so.cache) and the system library folders,
+        where the NVIDIA driver installs it; C(LD_LIBRARY_PATH) of the module's environment too).
+      - An absolute path, loaded by its resolved path (symbolic links followed) only when that
+        file is a regular file owned by root and it and every folder above it up to C(/) are
+        owned by root and not writable by group or others.
+      - Anything else (another name, a relative path such as C(./libcuda.so.1), a path with
+        C(..), a file or folder a non-root user could change) fails the task with a message
+        naming the value. An absolute path that does not exist is a skip, like a missing driver.
     type: str
     default: libcuda.so.1
 notes:

@@ -148,9 +148,11 @@ def test_running_equal_to_configured_needs_no_reboot(node):
 
 def test_running_different_needs_a_reboot_on_every_run(node):
     _root, paths, _fake = node()
+    # RestrictProfilingToAdminUsers=0 is risky (issue 15) and here for the params name the
+    # driver prints for it (RmProfilingAdminOnly): allowed on purpose.
     wanted = {"NVreg_RestrictProfilingToAdminUsers": 0, "NVreg_RegistryDwords": "A=1;B=2"}
-    first = run(paths, options=wanted)
-    second = run(paths, options=wanted)
+    first = run(paths, options=wanted, allow_risky=True)
+    second = run(paths, options=wanted, allow_risky=True)
     for result in (first, second):
         assert result["reboot_required"] is True
         assert result["pending"] == ['NVreg_RegistryDwords: running "", configured "A=1;B=2"',
@@ -215,6 +217,21 @@ def test_empty_options_without_file_do_nothing(node):
     ("NVreg_DynamicPowerManagement", 2, "power idle GPUs off"),
     ("NVreg_RegisterPCIDriver", 0, "binds no GPU"),
     ("NVreg_InitializeSystemMemoryAllocations", 0, "clearing"),
+    # Isolation (issue 15): the driver restricts the counters only for exactly 1.
+    ("NVreg_RestrictProfilingToAdminUsers", 0, "performance counters"),
+    ("NVreg_RestrictProfilingToAdminUsers", False, "performance counters"),
+    ("NVreg_RestrictProfilingToAdminUsers", 2, "only for exactly 1"),
+    ("NVreg_RestrictProfilingToAdminUsers", -1, "performance counters"),
+    ("NVreg_DeviceFileUID", 1000, "non-root owner"),
+    ("NVreg_DeviceFileUID", -1, "non-root owner"),
+    ("NVreg_DeviceFileMode", "0666", "read or write for others"),   # NVIDIA's default, written out
+    ("NVreg_DeviceFileMode", 438, "read or write for others"),      # the same, as params prints it
+    ("NVreg_DeviceFileMode", "0664", "read or write for others"),
+    ("NVreg_DeviceFileMode", "0606", "read or write for others"),
+    ("NVreg_DeviceFileMode", "0777", "execute, setuid"),
+    ("NVreg_DeviceFileMode", "0770", "execute, setuid"),
+    ("NVreg_DeviceFileMode", "04660", "setuid"),
+    ("NVreg_DeviceFileMode", -1, "negative value"),
 ])
 def test_risky_options_are_refused_unless_allowed(node, name, value, needle):
     root, paths, fake = node()
@@ -231,10 +248,25 @@ def test_risky_options_are_refused_unless_allowed(node, name, value, needle):
 @pytest.mark.parametrize("name,value", [
     ("NVreg_RegistryDwords", "RMIntrLockingMode=1"), ("NVreg_EnableGpuFirmware", 18), ("NVreg_EnableMSI", 1),
     ("NVreg_RmNvlinkBandwidth", "full"), ("NVreg_DynamicPowerManagement", 0), ("NVreg_NvLinkDisable", 0),
+    # What only restricts: counters for admins, root-owned device files, modes within 0660, any
+    # group (the group gets only the mode's group bits; root:video 0660 is the hardening recipe).
+    ("NVreg_RestrictProfilingToAdminUsers", 1), ("NVreg_RestrictProfilingToAdminUsers", True),
+    ("NVreg_DeviceFileUID", 0), ("NVreg_DeviceFileMode", "0660"), ("NVreg_DeviceFileMode", 432),
+    ("NVreg_DeviceFileMode", "0600"), ("NVreg_DeviceFileMode", "0640"), ("NVreg_DeviceFileMode", 0),
+    ("NVreg_DeviceFileGID", 44), ("NVreg_DeviceFileGID", 0),
 ])
 def test_safe_values_of_risky_options_pass(node, name, value):
     _root, paths, _fake = node()
     assert run(paths, options={name: value})["risky"] == []
+
+
+def test_the_device_file_hardening_recipe_needs_no_allow_risky(node):
+    # Restricting the GPUs to a group must not sit behind allow_risky, which would unlock every
+    # other risky option with it.
+    _root, paths, _fake = node()
+    result = run(paths, options={"NVreg_DeviceFileUID": 0, "NVreg_DeviceFileGID": 44, "NVreg_DeviceFileMode": "0660",
+                                 "NVreg_RestrictProfilingToAdminUsers": 1})
+    assert result["risky"] == [] and result["changed"] is True
 
 
 @pytest.mark.parametrize("options,needle", [

@@ -2,6 +2,8 @@
 skips and errors. The physics is a toy (copies advance a clock at a per-pair rate); what is
 tested is everything around the driver."""
 
+import os
+
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cuda_driver
@@ -153,7 +155,7 @@ class FakeNvml(object):
 def params(**kw):
     base = dict(gpus=None, size_mib=64, repetitions=4, warmup=1, streams=1, latency_iterations=10,
                 measure_staged=True, timeout_s=10.0, min_unidirectional_gbps=None, min_bidirectional_gbps=None,
-                min_p2p_speedup=None, require_peer_access=True, fail_on_threshold=True, cuda_library="x")
+                min_p2p_speedup=None, require_peer_access=True, fail_on_threshold=True, cuda_library="libcuda.so.1")
     base.update(kw)
     return base
 
@@ -223,7 +225,7 @@ def test_driver_call_error_is_recorded_per_pair_and_fails():
 
 
 def test_no_driver_is_a_skip_not_a_failure():
-    failed, res = p2p_run.run(params(cuda_library="libcuda-not-here.so.1"), nvml_factory=FakeNvml)
+    failed, res = p2p_run.run(params(cuda_library="libcuda.so.999"), nvml_factory=FakeNvml)
     assert not failed
     assert res["skipped"] is True and res["gpus"] == 0 and res["changed"] is False
     assert "no NVIDIA driver" in res["msg"] and res["skip_reason"] == res["msg"]
@@ -292,3 +294,58 @@ def test_copy_timeout_names_the_pair():
     assert res["msg"].startswith("GPU 0 <-> GPU 1: copies did not finish within 10 s")
     assert "iommu=pt" in res["msg"]
     assert sorted(fake.released) == [0, 1]
+
+
+# --- cuda_library: code that runs as root once loaded ------------------------------------------
+@pytest.mark.parametrize("library, fragment", [
+    ("./libcuda.so.1", "a relative path"),
+    ("../../tmp/libcuda.so.1", "a relative path"),
+    ("/usr/lib/../../tmp/libcuda.so.1", "it holds '..'"),
+    ("libevil.so", "a bare name must be libcuda.so or libcuda.so.<version>"),
+    ("libcuda.so.1;id", "a bare name must be libcuda.so"),
+])
+def test_an_untrusted_library_fails_before_anything_is_loaded(library, fragment):
+    def explode(lib):
+        raise AssertionError("no library may be loaded for cuda_library=%r" % lib)
+
+    failed, res = p2p_run.run(params(cuda_library=library), driver_factory=explode, nvml_factory=FakeNvml)
+    assert failed and not res.get("skipped")
+    assert res["msg"].startswith("cuda_library=%r is not loaded: " % library)
+    assert fragment in res["msg"]
+
+
+def test_a_library_in_a_world_writable_folder_fails(tmp_path):
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    os.chmod(str(drop), 0o777)
+    (drop / "libcuda.so.1").write_bytes(b"\x7fELF")
+
+    def explode(lib):
+        raise AssertionError("no library may be loaded")
+
+    failed, res = p2p_run.run(params(cuda_library=str(drop / "libcuda.so.1")), driver_factory=explode,
+                              nvml_factory=FakeNvml)
+    assert failed and "the folder %s is writable by group and others" % drop in res["msg"]
+
+
+def test_a_missing_absolute_library_is_a_skip(tmp_path):
+    failed, res = p2p_run.run(params(cuda_library="/usr/lib/gpufleet-absent/libcuda.so.1"), nvml_factory=FakeNvml)
+    assert not failed and res["skipped"] and "no NVIDIA driver" in res["msg"]
+
+
+def test_the_driver_gets_the_resolved_path_of_a_trusted_library(tmp_path):
+    libc = "/lib/x86_64-linux-gnu/libc.so.6"
+    real = os.path.realpath(libc)
+    if not os.path.exists(libc) or os.stat(real).st_uid != 0:
+        pytest.skip("no root-owned %s here" % libc)
+    seen = []
+
+    def factory(lib):
+        seen.append(lib)
+        return FakeDriver(2)
+
+    failed, res = p2p_run.run(params(cuda_library=libc), driver_factory=factory, nvml_factory=FakeNvml)
+    assert not failed, res.get("msg")
+    assert seen == [real]
+    failed, res = p2p_run.run(params(cuda_library="libcuda.so.1"), driver_factory=factory, nvml_factory=FakeNvml)
+    assert seen == [real, "libcuda.so.1"]

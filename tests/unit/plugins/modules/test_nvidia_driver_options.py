@@ -28,7 +28,8 @@ def node(tmp_path, monkeypatch):
 
 def test_writes_rebuilds_and_reports_the_reboot(node, capsys):
     root, fake = node()
-    args = {"options": {"NVreg_RestrictProfilingToAdminUsers": 0}}
+    # Risky since issue 15 (counters for every user): allowed here for the renamed params entry.
+    args = {"options": {"NVreg_RestrictProfilingToAdminUsers": 0}, "allow_risky": True}
     failed, result = run_module(nvidia_driver_options, args, capsys)
     assert not failed and result["changed"] is True and result["reboot_required"] is True
     assert result["pending"] == ["NVreg_RestrictProfilingToAdminUsers: running 1, configured 0"]

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.modules import p2p_bandwidth
@@ -5,14 +7,14 @@ from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_module
 
 
 def test_machine_without_driver_skips(capsys):
-    failed, result = run_module(p2p_bandwidth, {"cuda_library": "libcuda-absent.so.1"}, capsys)
+    failed, result = run_module(p2p_bandwidth, {"cuda_library": "libcuda.so.999"}, capsys)
     assert not failed
     assert result["skipped"] is True and result["gpus"] == 0 and result["changed"] is False
     assert "no NVIDIA driver" in result["msg"]
 
 
 def test_check_mode_skips_the_same_way(capsys):
-    failed, result = run_module(p2p_bandwidth, {"cuda_library": "libcuda-absent.so.1"}, capsys, check_mode=True)
+    failed, result = run_module(p2p_bandwidth, {"cuda_library": "libcuda.so.999"}, capsys, check_mode=True)
     assert not failed and result["skipped"] is True
 
 
@@ -38,6 +40,25 @@ def test_bad_threshold_fails_naming_it(capsys):
 def test_non_finite_or_huge_numbers_fail_before_the_driver_is_looked_for(args, fragment, capsys):
     # With no driver, an accepted input would end in skipped=true: a failure here proves the
     # input was refused before the library was even looked for.
-    failed, result = run_module(p2p_bandwidth, dict(args, cuda_library="libcuda-absent.so.1"), capsys)
+    failed, result = run_module(p2p_bandwidth, dict(args, cuda_library="libcuda.so.999"), capsys)
     assert failed and not result.get("skipped")
     assert fragment in result["msg"]
+
+
+@pytest.mark.parametrize("library", ["./libcuda.so.1", "libcuda-absent.so.1", "../lib/libcuda.so.1"])
+def test_an_untrusted_cuda_library_fails_naming_it(library, capsys):
+    # Before issue 15 each of these went to ctypes as given and, not found, ended in a skip.
+    failed, result = run_module(p2p_bandwidth, {"cuda_library": library}, capsys)
+    assert failed and not result.get("skipped")
+    assert result["msg"].startswith("cuda_library=%r is not loaded: " % library)
+
+
+def test_a_library_others_could_have_written_is_not_loaded(tmp_path, capsys):
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    os.chmod(str(drop), 0o777)
+    planted = drop / "libcuda.so.1"
+    planted.write_bytes(b"\x7fELF")  # not even a library: loading it would fail; refusing comes first
+    failed, result = run_module(p2p_bandwidth, {"cuda_library": str(planted)}, capsys, check_mode=True)
+    assert failed and not result.get("skipped")
+    assert "the folder %s is writable by group and others" % drop in result["msg"]
