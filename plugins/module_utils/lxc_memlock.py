@@ -296,7 +296,8 @@ def run(params, check_mode=False, paths=None, tools=None):
     diff = [diffs.values_diff({lxc_config.MEMLOCK_KEY: limit_before},
                               {lxc_config.MEMLOCK_KEY: wanted_text}, label)]
     if changed:
-        diff.append(diffs.file_diff(target.path, old_text, new_text))
+        # Only the changed lines: the rest of a config can hold secrets (lxc.environment).
+        diff.append(diffs.changed_lines_diff(target.path, old_text, new_text))
 
     result = {
         "changed": changed,

@@ -303,8 +303,17 @@ def raise_fields(current, desired):
 
 
 def key_path(key, root=PROC_SYS):
-    """/proc/sys path of a dotted key (call validate_key first)."""
-    return os.path.join(root, *key.split("."))
+    """/proc/sys path of a dotted key; SysctlError for a key that is not one, or whose path
+    would resolve outside ``root`` (a key read from a state file is data, not a path)."""
+    reason = validate_key(key)
+    if reason:
+        raise SysctlError("key %r %s" % (key, reason))
+    path = os.path.join(root, *key.split("."))
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        raise SysctlError("key %r resolves to %s, outside %s" % (key, real, root))
+    return path
 
 
 def is_namespaced(key):

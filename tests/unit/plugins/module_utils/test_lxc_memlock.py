@@ -1,6 +1,7 @@
 """The lxc_memlock engine against fake /etc/pve, /var/lib/lxc, /proc and cgroup trees."""
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -69,7 +70,11 @@ def test_proxmox_apply_backup_and_idempotence(host):
     assert result["backup_file"] == str(root / "etc/pve/lxc" / backup)
     assert (root / "etc/pve/lxc" / backup).read_bytes() == fx.PVE_PLAIN
     assert result["diff"][0]["before"] == "" and result["diff"][0]["after"] == "lxc.prlimit.memlock = unlimited\n"
-    assert result["diff"][1]["after"] == fx.AFTER_PVE_PLAIN.decode()
+    # only the changed line, with its number: the rest of a config can hold secrets
+    added = len(fx.PVE_PLAIN.splitlines()) + 1
+    assert result["diff"][1]["before"] == ""
+    assert result["diff"][1]["after"] == "%d: lxc.prlimit.memlock: unlimited\n" % added
+    assert result["diff"][1]["after_header"].endswith("(changed lines only)")
 
     before = snapshot(root)
     mtime = os.stat(str(conf)).st_mtime_ns
@@ -132,7 +137,7 @@ def test_check_mode_writes_nothing(host):
     before = snapshot(root)
     result = lm.run(params(vmid=101), check_mode=True, paths=paths)
     assert result["changed"] is True and result["restart_required"] is True
-    assert result["diff"][1]["after"] == fx.AFTER_PVE_PLAIN.decode()
+    assert result["diff"][1]["after"].endswith(": lxc.prlimit.memlock: unlimited\n")
     assert result["backup_file"] is None
     assert snapshot(root) == before
 
@@ -635,8 +640,8 @@ def test_latin1_bytes_are_edited_byte_exact(host):
     result = lm.run(params(name="latin"), paths=paths)
     assert (root / "var/lib/lxc/latin/config").read_bytes() == LATIN1 + b"lxc.prlimit.memlock = unlimited\n"
     assert open(result["backup_file"], "rb").read() == LATIN1
-    # the engine carries the bytes as surrogates; outcome.finish makes them JSON-safe
-    assert "\udcf6" in result["diff"][1]["after"]
+    # only the changed line is shown, so the Latin-1 comment never reaches the result
+    assert result["diff"][1]["after"] == "4: lxc.prlimit.memlock = unlimited\n"
     assert lm.run(params(name="latin"), paths=paths)["changed"] is False
 
 
@@ -680,3 +685,17 @@ def test_a_name_is_found_under_the_configured_lxcpath(host):
         root / "var/lib/lxc/serving/config")
     with pytest.raises(lm.MemlockError, match="var/lib/lxc/nowhere/config does not exist"):
         lm.run(params(name="nowhere"), paths=paths)
+
+
+def test_secrets_in_the_config_never_reach_the_result(host):
+    """An LXC config can hold lxc.environment = HF_TOKEN=...: the result (and the controller's
+    verify.json, which stores it on drift) carries the changed lines only."""
+    root, paths = host
+    config = fx.PVE_PLAIN + b"lxc.environment: HF_TOKEN=hf_secret_value\n"
+    write_tree(root, {"etc/pve/lxc/101.conf": config})
+    os.chmod(str(root / "etc/pve/lxc/101.conf"), 0o600)
+    for check_mode in (True, False):
+        result = lm.run(params(vmid=101), check_mode=check_mode, paths=paths)
+        assert "hf_secret_value" not in json.dumps(result)
+    [backup] = backups(root / "etc/pve/lxc")
+    assert os.stat(str(root / "etc/pve/lxc" / backup)).st_mode & 0o777 == 0o600

@@ -299,3 +299,15 @@ sysctl.write_value(key, "010 %d %d" % (b, c))
 print(sysctl.read_value(key).split()[0])
 """)
     assert out.split() == ["EINVAL", "True", "True", "8"]
+
+
+def test_key_path_never_leaves_the_root(tmp_path):
+    """A key read from a state file is data: it cannot name a path outside /proc/sys."""
+    root = tmp_path / "proc_sys"
+    (root / "vm").mkdir(parents=True)
+    (tmp_path / "victim").write_text("x")
+    os.symlink(str(tmp_path), str(root / "kernel"))
+    assert sysctl.key_path("vm.swappiness", str(root)) == str(root / "vm" / "swappiness")
+    for key in ("x./etc/victim", "../victim", "kernel.victim", "vm..x", "vm.swappiness\n"):
+        with pytest.raises(sysctl.SysctlError):
+            sysctl.key_path(key, str(root))
