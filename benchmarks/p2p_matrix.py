@@ -25,10 +25,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), ".collections"))
 for _var, _val in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ.setdefault(_var, _val)
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import cuda_driver  # noqa: E402
-from ansible_collections.gpufleet.tuning.plugins.module_utils import nvml as nvml_mod  # noqa: E402
-from ansible_collections.gpufleet.tuning.plugins.module_utils import p2p_measure  # noqa: E402
-from ansible_collections.gpufleet.tuning.plugins.module_utils import p2p_plan  # noqa: E402
+from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import cuda_driver  # noqa: E402
+from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import nvml as nvml_mod  # noqa: E402
+from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import p2p_measure  # noqa: E402
+from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import p2p_plan  # noqa: E402
 
 
 def torch_matrix(indices, size, reps, warmup):

@@ -38,15 +38,15 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import container as container_mod
-from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power_boot
-from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_sysfs
-from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
-from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
-from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
-from ansible_collections.gpufleet.tuning.plugins.module_utils.cpu_sysfs import describe_oserror
-from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
-from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import container as container_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import cpu_power_boot
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import cpu_sysfs
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw.cpu_sysfs import describe_oserror
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 
 # Governor and EPP names are short kernel identifiers (CPUFREQ_NAME_LEN is 16); checking the
 # form first also makes them safe to embed in the boot script.

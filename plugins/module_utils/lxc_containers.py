@@ -50,10 +50,10 @@ import errno
 import os
 import re
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
-from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_config
-from ansible_collections.gpufleet.tuning.plugins.module_utils import rlimit
-from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import lxc_config
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import rlimit
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 
 # The NVIDIA driver's fixed character major (/dev/nvidia0.., /dev/nvidiactl).
 NVIDIA_MAJOR = 195

@@ -30,13 +30,13 @@ import os
 import re
 import time
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
-from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
-from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_config
-from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_state
-from ansible_collections.gpufleet.tuning.plugins.module_utils import rlimit
-from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
-from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import lxc_config
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import lxc_state
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import rlimit
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+@-]{0,254}\Z")
 VMID_MIN, VMID_MAX = 100, 999999999

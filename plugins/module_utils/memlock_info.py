@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import proc_cgroups
-from ansible_collections.gpufleet.tuning.plugins.module_utils import rlimit
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import proc_cgroups
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import rlimit
 
 UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]{1,255}\Z")
 UNIT_TYPES = (".service", ".scope", ".slice", ".socket", ".mount", ".swap", ".timer")

@@ -50,14 +50,14 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import container as container_mod
-from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
-from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
-from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_modules as km
-from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
-from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver
-from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
-from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import container as container_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import kernel_modules as km
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import nvidia_driver
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 
 MODULE = "nvidia_peermem"
 DRIVER = "nvidia"

@@ -31,13 +31,13 @@ import os
 import re
 import stat
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import container as container_mod
-from ansible_collections.gpufleet.tuning.plugins.module_utils import diffs
-from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
-from ansible_collections.gpufleet.tuning.plugins.module_utils import managed_files
-from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl
-from ansible_collections.gpufleet.tuning.plugins.module_utils.transaction import Transaction
-from ansible_collections.gpufleet.tuning.plugins.module_utils.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import container as container_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 STATE_DIR = "/var/lib/gpufleet-tuning/sysctl"

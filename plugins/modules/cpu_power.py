@@ -317,7 +317,7 @@ reboot_required:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power
-from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():

@@ -302,9 +302,9 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import boot_cmdline
-from ansible_collections.gpufleet.tuning.plugins.module_utils import commands
-from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
+from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_cmdline
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():
@@ -313,15 +313,15 @@ def main():
             present=dict(type="list", elements="str", default=[]),
             absent=dict(type="list", elements="str", default=[]),
             present_by_cpu_vendor=dict(type="dict", default={}),
-            bootloader=dict(type="str", default="auto", choices=list(boot_cmdline.BOOTLOADERS)),
-            on_harmful=dict(type="str", default="fail", choices=list(boot_cmdline.HARMFUL_ACTIONS)),
+            bootloader=dict(type="str", default="auto", choices=list(kernel_cmdline.BOOTLOADERS)),
+            on_harmful=dict(type="str", default="fail", choices=list(kernel_cmdline.HARMFUL_ACTIONS)),
             force=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
 
-    outcome.finish(module, lambda: boot_cmdline.run(module.params, check_mode=module.check_mode,
-                                                    paths=boot_cmdline.Paths(), tools=commands.Commands(module)))
+    outcome.finish(module, lambda: kernel_cmdline.run(module.params, check_mode=module.check_mode,
+                                                      paths=kernel_cmdline.Paths(), tools=commands.Commands(module)))
 
 
 if __name__ == "__main__":

@@ -156,7 +156,7 @@ msg:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import memlock_info
-from ansible_collections.gpufleet.tuning.plugins.module_utils import rlimit
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import rlimit
 
 
 def main():

@@ -345,9 +345,9 @@ container:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import commands as commands_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands as commands_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options
-from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():

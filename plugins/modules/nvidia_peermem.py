@@ -292,9 +292,9 @@ container:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import commands as commands_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands as commands_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem
-from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():

@@ -242,7 +242,7 @@ elapsed_s:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import p2p_run
+from ansible_collections.gpufleet.tuning.plugins.module_utils import p2p_bandwidth
 
 
 def main():
@@ -265,7 +265,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    failed, result = p2p_run.run(module.params)
+    failed, result = p2p_bandwidth.run(module.params)
     if failed:
         module.fail_json(**result)
     module.exit_json(**result)

@@ -34,7 +34,7 @@ description:
     every device at boot, and a driver load sends C(bind), so the size comes back after a
     reboot, a hotplug or a driver reload. The rule runs
     C(/usr/local/libexec/gpufleet/pcie-maxreadreq), a stdlib-only Python script generated from
-    this collection's C(module_utils/pci_config.py) source, so the boot path runs the same code
+    this collection's C(module_utils/hw/pci_config.py) source, so the boot path runs the same code
     as the module. Both files are written atomically and only when their content, mode or
     owner differs; O(persist=false) removes them.
   - What runs as root at boot stays root's. The helper runs with a fixed system Python, the
@@ -314,7 +314,7 @@ reboot_required:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pcie_maxreadreq
-from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():

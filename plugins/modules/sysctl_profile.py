@@ -315,7 +315,7 @@ reboot_required:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile
-from ansible_collections.gpufleet.tuning.plugins.module_utils import outcome
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():

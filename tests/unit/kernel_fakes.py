@@ -13,7 +13,7 @@ import stat
 import struct
 import subprocess
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils.commands import CommandResult
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.commands import CommandResult
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import write_tree
 
 RELEASE = "6.1.0-28-amd64"

@@ -13,13 +13,13 @@ import re
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power
-from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_modules
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import kernel_modules
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock
 from ansible_collections.gpufleet.tuning.plugins.module_utils import memlock_info
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options
-from ansible_collections.gpufleet.tuning.plugins.module_utils import p2p_plan
-from ansible_collections.gpufleet.tuning.plugins.module_utils import pci_config
-from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl
+from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import p2p_plan
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile
 
 PLUGINS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power as cp
-from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power_boot
-from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_sysfs
+from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import cpu_power_boot
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import cpu_sysfs
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
 
 # A server part with intel_idle: latencies as on Ice Lake-SP (C6 170 us).
@@ -372,7 +372,7 @@ def test_a_refused_epp_write_restores_governor_then_epp(host, monkeypatch):
 def test_a_failing_unit_file_write_restores_runtime_values(host, monkeypatch):
     tmp_path, _base, paths = host
     before = snapshot(tmp_path)
-    from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+    from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
     real = fileops.write_atomic
 
     def failing(path, content, **kw):
@@ -780,7 +780,7 @@ class BusyPolicies(object):
     -EBUSY), affected_cpus and related_cpus included. Patches the one reader cpu_sysfs uses."""
 
     def __init__(self, monkeypatch, names, number=errno.EBUSY):
-        from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+        from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
         self.real = fileops.read_text
         self.names = names
         self.number = number

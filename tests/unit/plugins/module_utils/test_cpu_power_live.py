@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import container
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import container
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power as cp
-from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_sysfs
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import cpu_sysfs
 
 
 def _real_states():

@@ -8,11 +8,11 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock as lm
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot, write_tree
 from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils import lxc_fixtures as fx
-from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.test_rlimit import LIMITS_8M
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.hw.test_rlimit import LIMITS_8M
 
 LIMITS_UNLIMITED = LIMITS_8M.replace("Max locked memory         8388608              8388608",
                                      "Max locked memory         unlimited            unlimited")

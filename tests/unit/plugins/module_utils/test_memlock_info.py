@@ -3,9 +3,9 @@
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import memlock_info as mi
-from ansible_collections.gpufleet.tuning.plugins.module_utils import proc_cgroups
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import proc_cgroups
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import write_tree
-from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.test_rlimit import LIMITS_8M
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.hw.test_rlimit import LIMITS_8M
 
 UNLIMITED = LIMITS_8M.replace("Max locked memory         8388608              8388608",
                               "Max locked memory         unlimited            unlimited")

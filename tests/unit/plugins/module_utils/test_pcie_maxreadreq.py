@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import pci_config as pc
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config as pc
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pcie_maxreadreq as pm
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot, write_tree
 from ansible_collections.gpufleet.tuning.tests.unit.pci_fake import (

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
-from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile as sp
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
 
@@ -349,7 +349,7 @@ def test_corrupt_state_file_is_an_error_naming_it(fake):
 
 def test_file_write_failure_restores_runtime(fake, monkeypatch):
     tmp_path, paths = fake
-    from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+    from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 
     def refuse(path, *a, **k):
         raise OSError(errno.EACCES, "Permission denied", path)
@@ -983,7 +983,7 @@ def test_skipped_refused_key_is_not_remembered(fake, monkeypatch):
 
 LIVE = """
 import json, sys, tempfile
-from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile as sp
 tmp = tempfile.mkdtemp()
 paths = sp.Paths(sysctl_d=tmp + "/sysctl.d", state_dir=tmp + "/state")
@@ -1007,7 +1007,7 @@ print(json.dumps(out))
 
 
 def test_live_kernel_half_applied_write_is_restored_and_raise_only_holds():
-    from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.test_sysctl import run_in_new_netns
+    from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.hw.test_sysctl import run_in_new_netns
     out = json.loads(run_in_new_netns(LIVE))
     start = out["start"]
     assert out["after_failure"] == start

@@ -2,7 +2,7 @@
 
 import os
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import boot_cmdline as bc
+from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_cmdline as bc
 from ansible_collections.gpufleet.tuning.plugins.modules import kernel_cmdline
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, run_module, snapshot, write_tree
 

@@ -4,7 +4,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import memlock_inf
 from ansible_collections.gpufleet.tuning.plugins.modules import memlock_info
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_module, write_tree
 from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.test_memlock_info import container, UNLIMITED
-from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.test_rlimit import LIMITS_8M
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.hw.test_rlimit import LIMITS_8M
 
 
 def test_check_mode_reports_host_shortfall(tmp_path, monkeypatch, capsys):

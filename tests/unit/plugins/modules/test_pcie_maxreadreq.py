@@ -3,7 +3,7 @@
 import os
 import sys
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import pci_config as pc
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config as pc
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pcie_maxreadreq as pm
 from ansible_collections.gpufleet.tuning.plugins.modules import pcie_maxreadreq
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_module, write_tree

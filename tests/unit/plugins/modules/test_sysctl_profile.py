@@ -50,7 +50,7 @@ def test_documentation_matches_the_engines_argument_spec():
     """One argument spec (module_utils.sysctl_profile.ARGUMENT_SPEC): the docs list every
     option with its type, choices and default, and raise_only's default is the engine's list."""
     import yaml
-    from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl
+    from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
     doc = yaml.safe_load(sysctl_profile.DOCUMENTATION)["options"]
     assert sorted(doc) == sorted(sp.ARGUMENT_SPEC)
     for name, spec in sp.ARGUMENT_SPEC.items():
@@ -77,7 +77,7 @@ def test_kept_higher_in_exit_json(tmp_path, monkeypatch, capsys):
 def test_fail_json_after_a_rollback_names_the_file_and_what_was_restored(tmp_path, monkeypatch, capsys):
     import errno
     import os
-    from ansible_collections.gpufleet.tuning.plugins.module_utils import fileops
+    from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
     _fake(tmp_path, monkeypatch)
     real = fileops.write_atomic
 
