@@ -3,9 +3,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The short "what changed" list printed at the end of a tuning run.
 
-It reads the results every module of this collection returns (``diff`` entries, ``skipped_keys``, a module-level ``skipped``,
-``reboot_required``/``restart_required``), so a new module needs no code here: value diffs
-become ``name old -> new`` lines and file diffs become ``wrote``/``removed`` lines.
+It reads what every module of this collection returns: the structured ``changes`` records
+(module_utils/common/records.py), ``skipped_keys``, a module-level ``skipped``, and
+``reboot_required``/``restart_required``. A new module needs no code here: a value record
+becomes ``set name: old -> new``, a file record ``wrote``/``removed``/``linked``, a module
+record ``loaded``/``unloaded``, a service record ``name: old -> new``. The ``diff`` text,
+rendered for people, is never parsed.
 """
 
 from __future__ import annotations
@@ -49,17 +52,29 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 
-def _pairs(text):
-    values = {}
-    for line in (text or "").splitlines():
-        if " = " in line:
-            key, value = line.split(" = ", 1)
-            values[key] = value
-    return values
+_VERBS = {
+    False: {"set": "set", "write": "wrote", "remove": "removed", "link": "linked", "load": "loaded",
+            "unload": "unloaded", "service": "changed"},
+    True: {"set": "would set", "write": "would write", "remove": "would remove", "link": "would link",
+           "load": "would load", "unload": "would unload", "service": "would change"},
+}
 
 
-def _is_value_diff(entry):
-    return str(entry.get("before_header", "")).endswith("(before)")
+def _record_line(label, rec, verbs):
+    """One line for one change record (see module_utils/common/records.py)."""
+    kind, target, before, after = rec.get("kind"), rec.get("target"), rec.get("before"), rec.get("after")
+    if kind == "file":
+        if isinstance(after, dict) and "link" in after:
+            return "%s: %s %s -> %s" % (label, verbs["link"], target, after["link"])
+        if after is None:
+            return "%s: %s %s" % (label, verbs["remove"], target)
+        return "%s: %s %s" % (label, verbs["write"], target)
+    if kind == "module":
+        return "%s: %s %s" % (label, verbs["load"] if after == "loaded" else verbs["unload"], target)
+    if kind == "service":
+        return "%s: %s %s: %s -> %s" % (label, verbs["service"], target, before, after)
+    return "%s: %s %s: %s -> %s" % (label, verbs["set"], target,
+                                    "(none)" if before is None else before, "(none)" if after is None else after)
 
 
 def _lines_for(label, result, check_mode):
@@ -79,27 +94,8 @@ def _lines_for(label, result, check_mode):
         return ["%s: skipped: %s" % (label, result.get("skip_reason") or result.get("msg") or "no reason given")]
     if result.get("failed"):
         return ["%s: FAILED: %s" % (label, result.get("msg", "see the task output"))]
-    verb_set, verb_write, verb_remove = ("would set", "would write", "would remove") if check_mode else (
-        "set", "wrote", "removed")
-    lines = []
-    diffs = result.get("diff") or []
-    if isinstance(diffs, dict):
-        diffs = [diffs]
-    for entry in diffs:
-        if not isinstance(entry, dict):
-            continue
-        if _is_value_diff(entry):
-            before, after = _pairs(entry.get("before")), _pairs(entry.get("after"))
-            for key in sorted(set(before) | set(after)):
-                if before.get(key) != after.get(key):
-                    lines.append("%s: %s %s: %s -> %s" % (
-                        label, verb_set, key, before.get(key, "(none)"), after.get(key, "(none)")))
-        elif entry.get("before") != entry.get("after"):
-            header = str(entry.get("after_header") or entry.get("before_header") or "file")
-            if header.endswith(" (absent)"):
-                lines.append("%s: %s %s" % (label, verb_remove, header[:-len(" (absent)")]))
-            else:
-                lines.append("%s: %s %s" % (label, verb_write, header))
+    verbs = _VERBS[bool(check_mode)]
+    lines = [_record_line(label, rec, verbs) for rec in result.get("changes") or [] if isinstance(rec, dict)]
     skipped = result.get("skipped_keys")
     if isinstance(skipped, dict):
         for key in sorted(skipped):

@@ -5,6 +5,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.tuning.plugins.filter.change_summary import change_summary
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.filter.lxc_memlock_report import lxc_memlock_report
 from ansible_collections.gpufleet.tuning.plugins.filter.lxc_memlock_targets import lxc_memlock_targets
 
@@ -154,8 +155,8 @@ def test_report_unmatched_terms_and_a_failed_discovery():
 
 
 def test_change_summary_names_the_container_of_each_item():
-    looped = memlock(dict(TUNED, diff=[{"before_header": "/etc/pve/lxc/101.conf", "after_header": "/etc/pve/lxc/101.conf",
-                                        "before": "a", "after": "b"}]), PENDING)
+    looped = memlock(dict(TUNED, changes=[records.file_change("lxc_memlock", "/etc/pve/lxc/101.conf", "a", "b")]),
+                     PENDING)
     assert change_summary({"lxc_memlock": looped}) == [
         "lxc_memlock 101: wrote /etc/pve/lxc/101.conf",
         "lxc_memlock 101: a restart is required for this to take effect",

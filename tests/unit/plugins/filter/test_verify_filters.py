@@ -4,6 +4,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.tuning.plugins.filter.p2p_compare import p2p_compare
 from ansible_collections.gpufleet.tuning.plugins.filter.verify_failures import verify_failures
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 
 
 def _report(uni, bidi, time="2026-11-30T09:00:00Z"):
@@ -13,9 +14,7 @@ def _report(uni, bidi, time="2026-11-30T09:00:00Z"):
 
 
 def test_failures_from_shortfalls_failed_p2p_and_drift():
-    drift = {"changed": True, "diff": [{"before_header": "sysctl runtime values (before)",
-                                        "after_header": "sysctl runtime values (after)",
-                                        "before": "vm.swappiness = 60\n", "after": "vm.swappiness = 10\n"}]}
+    drift = {"changed": True, "changes": [records.value("sysctl", "vm.swappiness", "60", "10")]}
     data = {"p2p": {"shortfalls": [{"pair": "0->1", "reason": "120.0 GB/s over nvlink is below the 380.0 GB/s floor"}]},
             "readback": {"sysctl": drift, "pcie": {"changed": False}, "cpu": {"skipped": True},
                          "peermem": {"failed": True, "msg": "boom"}}}
