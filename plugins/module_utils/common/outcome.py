@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 
-# Keys of a partial result that would misdescribe a failed run.
-_NOT_ON_FAILURE = ("changed", "diff", "skipped")
+# Keys of a partial result that would misdescribe a failed run: a failure restored what it had
+# applied, so it reports no change records either.
+_NOT_ON_FAILURE = ("changed", "diff", "skipped", "changes")
 
 
 class ModuleFailure(Exception):

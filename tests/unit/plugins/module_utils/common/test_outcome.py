@@ -36,7 +36,8 @@ def finish(run):
 
 def test_failure_drops_change_keys_and_keeps_what_was_learnt():
     def run():
-        raise outcome.ModuleFailure("bad", {"changed": True, "diff": [], "found": 3, "warnings": ["w"]})
+        raise outcome.ModuleFailure("bad", {"changed": True, "diff": [], "changes": [{"kind": "value"}], "found": 3,
+                                            "warnings": ["w"]})
     module = finish(run)
     assert module.exit == {"msg": "bad", "found": 3, "failed": True}
     assert module.warnings == ["w"]
