@@ -4,8 +4,10 @@
 """The verify role's judgement: why a host fails verification.
 
 It turns the P2P result and the check-mode read-backs of the tuning modules into one list of
-reasons; a read-back that would change something is drift, described with the same lines the
-tuning summary prints.
+reasons. The drift of a read-back is its ``changes`` records (module_utils/common/records.py):
+each record is one drift line, worded by change_summary as the closing summary words a planned
+change. Nothing else of a result is read for drift: not ``changed`` alone, not the ``diff``
+(rendered for people), not the ``skipped_keys``/``restart_required`` notes the summary adds.
 """
 
 from __future__ import annotations
@@ -20,13 +22,30 @@ name: verify_failures
 short_description: List why a host fails verification
 version_added: 0.1.0
 description:
-  - Takes C({"p2p" p2p_bandwidth result, "readback" {label result of a tuning module run in
-    check mode}}) and returns one line per shortfall, failed check or drift.
+  - Takes C({"p2p" p2p_bandwidth result, "readback" {module result of that module run in
+    check mode}, "skipped_in_run" {module {key reason}}}) and returns one line per shortfall,
+    failed check or drift.
+  - The drift of a read-back is its C(changes) records (a looped task's, item by item), one
+    line each, worded as the closing summary words a planned change. A read-back that reports
+    C(changed) without a record is a line too (a module must say what would change).
+  - A record whose target the module skipped in this run's apply (its C(skipped_keys), given
+    as O(_input.skipped_in_run)) is not drift again; the host role's summary reported it.
+  - A read-back that did not run (skipped) is no failure; one that failed is.
 options:
   _input:
-    description: The P2P result and the read-back results.
+    description: The P2P result, the read-back results and what the apply skipped.
     type: dict
     required: true
+    suboptions:
+      p2p:
+        description: The registered gpufleet.tuning.p2p_bandwidth result.
+        type: dict
+      readback:
+        description: Module name to its registered check-mode result (plain or looped).
+        type: dict
+      skipped_in_run:
+        description: Module name to the targets (keys of C(skipped_keys)) the apply skipped.
+        type: dict
 author:
   - gpufleet maintainers (@gpufleet)
 """
@@ -34,7 +53,9 @@ author:
 EXAMPLES = r"""
 - name: Judge
   ansible.builtin.set_fact:
-    failures: "{{ {'p2p': __verify_p2p, 'readback': {'sysctl': __verify_sysctl}} | gpufleet.tuning.verify_failures }}"
+    failures: >-
+      {{ {'p2p': __verify_p2p, 'readback': {'sysctl_profile': __host_sysctl_profile},
+          'skipped_in_run': {'sysctl_profile': {}}} | gpufleet.tuning.verify_failures }}
 """
 
 RETURN = r"""
@@ -42,12 +63,64 @@ _value:
   description: Reasons the host fails; empty when it passes.
   type: list
   elements: str
+  sample:
+    - "p2p 0->1: 120.0 GB/s over nvlink is below the 380.0 GB/s floor"
+    - "drift: sysctl_profile: would set vm.swappiness: 60 -> 10"
+    - "drift: lxc_memlock web: would set lxc.prlimit.memlock: 65536 -> unlimited"
 """
+
+
+def _records(result):
+    changes = result.get("changes")
+    if changes is None:
+        return []
+    if not isinstance(changes, list):
+        raise AnsibleFilterError("verify_failures: a result's changes must be a list of records, got %s"
+                                 % type(changes).__name__)
+    return [rec for rec in changes if isinstance(rec, dict)]
+
+
+def _item_failures(label, result, known):
+    """Lines for one (not looped) read-back result: its failure, or a drift line per record."""
+    if result.get("skipped") is True:
+        return []
+    name = result.get("container_name")  # an lxc_memlock item: say which container
+    if result.get("failed"):
+        return ["%s: read-back failed: %s" % ("%s %s" % (label, name) if name else label, result.get("msg", "no message"))]
+    records = [rec for rec in _records(result) if str(rec.get("target")) not in known]
+    if not records:
+        if result.get("changed") and not _records(result):
+            return ["drift: %s: the read-back reports a change but returned no change records"
+                    % ("%s %s" % (label, name) if name else label)]
+        return []
+    # change_summary words the records; it gets nothing but them (and the container's name,
+    # which it puts in the label), so no other field of the result becomes a drift line.
+    summary_input = {"results": [{"container_name": name, "changes": records}]} if name else {"changes": records}
+    return ["drift: " + line for line in change_summary({label: summary_input}, True)]
+
+
+def _readback_failures(label, result, known):
+    if not isinstance(result, dict) or not result or result.get("skipped") is True:
+        return []
+    items = result.get("results")
+    if isinstance(items, list):  # a looped task: one result per item
+        lines = []
+        for item in items:
+            if isinstance(item, dict):
+                lines.extend(_item_failures(label, item, known))
+        return lines
+    return _item_failures(label, result, known)
+
+
+def _known(skipped_in_run, label):
+    """The targets the apply skipped for this module: keys of its skipped_keys (or a list)."""
+    found = (skipped_in_run or {}).get(label) or {}
+    return set(str(key) for key in found)
 
 
 def verify_failures(data):
     if not isinstance(data, dict):
-        raise AnsibleFilterError("verify_failures expects a dict with p2p and readback")
+        raise AnsibleFilterError("verify_failures expects a dict with p2p and readback, got %s" % type(data).__name__)
     failures = []
     p2p = data.get("p2p") or {}
     if isinstance(p2p, dict):
@@ -56,15 +129,13 @@ def verify_failures(data):
         if p2p.get("failed") and not p2p.get("shortfalls"):
             failures.append("p2p: %s" % p2p.get("msg", "failed"))
     readback = data.get("readback") or {}
+    if not isinstance(readback, dict):
+        raise AnsibleFilterError("verify_failures: readback must be a dict of module: result")
+    skipped_in_run = data.get("skipped_in_run") or {}
+    if not isinstance(skipped_in_run, dict):
+        raise AnsibleFilterError("verify_failures: skipped_in_run must be a dict of module: keys")
     for label in sorted(readback):
-        result = readback[label]
-        if not isinstance(result, dict) or not result or result.get("skipped") is True:
-            continue
-        if result.get("failed"):
-            failures.append("%s: read-back failed: %s" % (label, result.get("msg", "")))
-        elif result.get("changed"):
-            for line in change_summary({label: result}, True):
-                failures.append("drift: " + line)
+        failures.extend(_readback_failures(label, readback[label], _known(skipped_in_run, label)))
     return failures
 
 

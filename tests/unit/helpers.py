@@ -1,7 +1,9 @@
-"""Builders for fake /proc and /sys trees, and a runner for modules' main()."""
+"""Builders for fake /proc and /sys trees, a runner for modules' main(), and one for playbooks."""
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -66,3 +68,32 @@ def run_module(module, args, capsys, check_mode=False, diff=False):
     out = capsys.readouterr().out
     result = json.loads(out.strip().splitlines()[-1])
     return bool(exc.value.code) or bool(result.get("failed")), result
+
+
+def run_playbook(workdir, inventory, playbook, args=(), cfg_extra=""):
+    """Run ansible-playbook on ``playbook`` (text) with ``inventory`` (a dict) in ``workdir``,
+    against this checkout as the only gpufleet.tuning and with private Ansible folders, so the
+    machine's own configuration never leaks in. Returns (exit status, combined output)."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    workdir = str(workdir)
+    with open(os.path.join(workdir, "inventory.yml"), "w") as handle:
+        handle.write(json.dumps(inventory))
+    with open(os.path.join(workdir, "play.yml"), "w") as handle:
+        handle.write(playbook)
+    with open(os.path.join(workdir, "ansible.cfg"), "w") as handle:
+        handle.write("[defaults]\ncollections_path = %s\nretry_files_enabled = false\n%s"
+                     % (os.path.join(repo, ".collections"), cfg_extra))
+    for sub in ("home", "tmp"):
+        os.makedirs(os.path.join(workdir, sub), exist_ok=True)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(workdir, "ansible.cfg"),
+               ANSIBLE_HOME=os.path.join(workdir, "home"), ANSIBLE_LOCAL_TEMP=os.path.join(workdir, "tmp"),
+               ANSIBLE_REMOTE_TEMP=os.path.join(workdir, "tmp"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false", ANSIBLE_FORCE_COLOR="0")
+    for name in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_COLLECTIONS_PATHS", "ANSIBLE_ROLES_PATH", "ANSIBLE_INVENTORY"):
+        env.pop(name, None)
+    playbook_bin = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    proc = subprocess.run([playbook_bin, "-i", os.path.join(workdir, "inventory.yml"),
+                           os.path.join(workdir, "play.yml")] + list(args),
+                          cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300, check=False)
+    return proc.returncode, proc.stdout

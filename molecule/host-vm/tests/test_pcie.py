@@ -63,14 +63,14 @@ def lspci_facts(host, bdf):
 
 def test_converge_selected_the_e1000e_and_changed_no_register(results, endpoints):
     for run in ("converge-1", "converge-2", "check"):
-        result = results(run)["__host_pcie"]
+        result = results(run)["__host_pcie_maxreadreq"]
         assert not result.get("failed"), "%s: %s" % (run, result.get("msg"))
         assert [d["bdf"] for d in result["devices"]] == [endpoints["e1000e"]], run
         dev = result["devices"][0]
         assert dev["mrrs_before"] == dev["mrrs_after"] == 128 and dev["changed"] is False, run
-    assert results("converge-1")["__host_pcie"]["changed"] is True  # the rule and helper
-    assert results("converge-2")["__host_pcie"]["changed"] is False
-    assert results("check")["__host_pcie"]["changed"] is False
+    assert results("converge-1")["__host_pcie_maxreadreq"]["changed"] is True  # the rule and helper
+    assert results("converge-2")["__host_pcie_maxreadreq"]["changed"] is False
+    assert results("check")["__host_pcie_maxreadreq"]["changed"] is False
 
 
 def test_persistence_from_converge_survived_the_reboot(host, rebooted):

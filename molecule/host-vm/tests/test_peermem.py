@@ -36,7 +36,7 @@ def _assert_nothing_persisted(host):
 
 def test_converge_reports_not_needed_without_rdma_devices(results):
     for run in ("converge-1", "converge-2", "check"):
-        result = results(run)["__host_peermem"]
+        result = results(run)["__host_nvidia_peermem"]
         assert not result.get("failed"), "%s: %s" % (run, result.get("msg"))
         assert result["changed"] is False, run
         assert result["needed"] is False and result["loaded"] is False, run

@@ -41,7 +41,7 @@ def effective(results, profile):
     """What the role must leave: the profile, except where raise_only kept a field the kernel
     already had higher. Each kept value is checked here to be the field-wise larger of the
     guest's value before the run and the profile's, so the module's word is not taken for it."""
-    first = results("converge-1")["__host_sysctl"]
+    first = results("converge-1")["__host_sysctl_profile"]
     out = dict(profile)
     for key, kept in (first.get("kept_higher") or {}).items():
         before = [int(field) for field in first["before"][key].split()]
@@ -53,7 +53,7 @@ def effective(results, profile):
 
 @pytest.fixture(scope="module")
 def conf_path(host_defaults):
-    return "/etc/sysctl.d/90-gpufleet-%s.conf" % host_defaults["host_sysctl_profile_name"]
+    return "/etc/sysctl.d/90-gpufleet-%s.conf" % host_defaults["host_sysctl_name"]
 
 
 def test_kernel_refuses_every_nmi_watchdog_write_with_enotsupp(host, read_sysctl):
@@ -66,7 +66,7 @@ def test_kernel_refuses_every_nmi_watchdog_write_with_enotsupp(host, read_sysctl
 
 
 def test_first_converge_set_the_profile_on_the_running_kernel(results, effective):
-    first = results("converge-1")["__host_sysctl"]
+    first = results("converge-1")["__host_sysctl_profile"]
     assert not first.get("failed"), first.get("msg")
     assert first["changed"] is True
     # Every key was read back from /proc/sys after the run and equals the profile (a buffer
@@ -81,21 +81,21 @@ def test_first_converge_set_the_profile_on_the_running_kernel(results, effective
 def test_nmi_watchdog_already_off_is_neither_written_nor_skipped(results, profile):
     assert profile[NMI] == "0", "the role's profile no longer sets %s to 0" % NMI
     for run in ("converge-1", "converge-2", "check"):
-        result = results(run)["__host_sysctl"]
+        result = results(run)["__host_sysctl_profile"]
         assert result["before"][NMI] == result["after"][NMI] == "0", run
         assert NMI not in result["changed_keys"], run
         assert result["skipped_keys"] == {}, "%s: %r" % (run, result["skipped_keys"])
 
 
 def test_second_converge_changed_nothing(results):
-    second = results("converge-2")["__host_sysctl"]
+    second = results("converge-2")["__host_sysctl_profile"]
     assert second["changed"] is False
     assert second["changed_keys"] == []
     assert second["before"] == second["after"]
 
 
 def test_check_mode_converge_plans_nothing(results):
-    check = results("check")["__host_sysctl"]
+    check = results("check")["__host_sysctl_profile"]
     assert check["changed"] is False, "check mode plans %s; diff %s" % (check["changed_keys"], check.get("diff"))
     assert check["changed_keys"] == []
 
@@ -109,7 +109,7 @@ def test_profile_is_persisted(host, conf_path, effective, results, fold):
             key, value = line.split("=", 1)
             settings[key.strip()] = fold(value)
     assert settings == effective
-    assert results("converge-1")["__host_sysctl"]["path"] == conf_path
+    assert results("converge-1")["__host_sysctl_profile"]["path"] == conf_path
 
 
 def test_values_survive_a_reboot(rebooted, read_sysctl, effective):

@@ -76,7 +76,7 @@ def test_reboot_flag_lists_the_pending_arguments(host, wanted, running):
 
 
 def test_results_first_converge_changed_and_reported(results, wanted):
-    first = results("converge-1")["__host_cmdline"]
+    first = results("converge-1")["__host_kernel_cmdline"]
     assert first["changed"] is True and first["bootloader"] == "grub"
     assert first["config_files"] == [GRUB]
     assert first["cmdline_before"] == "quiet" and first["cmdline_after"] == " ".join(["quiet"] + wanted)
@@ -86,7 +86,7 @@ def test_results_first_converge_changed_and_reported(results, wanted):
 
 def test_results_idempotent_and_still_pending(results):
     for run in ("converge-2", "check"):
-        again = results(run)["__host_cmdline"]
+        again = results(run)["__host_kernel_cmdline"]
         assert again["changed"] is False, run
         assert again["config_files"] == [] and again["refresh_command"] is None, run
         assert again["reboot_required"] is True, run

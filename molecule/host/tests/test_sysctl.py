@@ -59,7 +59,7 @@ def expected(prepared):
 
 @pytest.fixture(scope="module")
 def first(results):
-    result = results("converge-1")["__host_sysctl"]
+    result = results("converge-1")["__host_sysctl_profile"]
     assert not result.get("failed"), result.get("msg")
     return result
 
@@ -120,7 +120,7 @@ def test_sysctl_system_applies_the_persisted_file(sysctl_system_reload, applied,
 
 def test_later_runs_changed_nothing(results):
     for run in ("converge-2", "check"):
-        result = results(run)["__host_sysctl"]
+        result = results(run)["__host_sysctl_profile"]
         assert result["changed"] is False, "%s: changed_keys %s, diff %s" % (run, result["changed_keys"], result.get("diff"))
         assert result["changed_keys"] == []
 

@@ -10,13 +10,13 @@ looks at what landed where.
 import json
 import os
 import stat
-import subprocess
 import sys
 
 import pytest
 
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 PLAYBOOK = """
 - name: Verify, results only
@@ -34,21 +34,7 @@ def run_verify(tmp_path, hosts):
     inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                                   "verify_artifacts_dir": str(tmp_path / "artifacts")},
                          "hosts": dict((name, None) for name in hosts)}}
-    (tmp_path / "inventory.yml").write_text(json.dumps(inventory))
-    (tmp_path / "play.yml").write_text(PLAYBOOK)
-    (tmp_path / "ansible.cfg").write_text("[defaults]\ncollections_path = %s\nretry_files_enabled = false\nforks = 10\n"
-                                          % os.path.join(REPO, ".collections"))
-    for sub in ("home", "tmp"):
-        (tmp_path / sub).mkdir(exist_ok=True)
-    env = dict(os.environ, ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_HOME=str(tmp_path / "home"),
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_REMOTE_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false", ANSIBLE_FORCE_COLOR="0")
-    for name in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_COLLECTIONS_PATHS", "ANSIBLE_ROLES_PATH", "ANSIBLE_INVENTORY"):
-        env.pop(name, None)
-    proc = subprocess.run([PLAYBOOK_BIN, "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml")],
-                          cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
-    return proc.returncode, proc.stdout
+    return run_playbook(tmp_path, inventory, PLAYBOOK, cfg_extra="forks = 10\n")
 
 
 @pytest.fixture(scope="module")
