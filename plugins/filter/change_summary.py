@@ -25,7 +25,7 @@ description:
 positional: check_mode
 options:
   _input:
-    description: Label to registered result, for example C({"sysctl" __host_sysctl}).
+    description: Label to registered result, for example C({"sysctl" __host_sysctl_profile}).
     type: dict
     required: true
   check_mode:
@@ -39,7 +39,7 @@ author:
 EXAMPLES = r"""
 - name: Print what this run changed
   ansible.builtin.debug:
-    msg: "{{ {'sysctl': __host_sysctl | default({})} | gpufleet.tuning.change_summary(ansible_check_mode) }}"
+    msg: "{{ {'sysctl': __host_sysctl_profile | default({})} | gpufleet.tuning.change_summary(ansible_check_mode) }}"
 """
 
 RETURN = r"""

@@ -41,9 +41,11 @@ import re
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import container as container_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import cpu_power_boot
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import cpu_sysfs
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import spec as argspec
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw.cpu_sysfs import describe_oserror
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
@@ -63,29 +65,43 @@ PARTS = ("idle_states", "governor", "energy_performance_preference")
 # skipped_keys entry for a boot unit left out of the plan inside a container.
 BOOT_UNIT_KEY = "boot unit"
 
+# The ``area`` of this module's change records (common/records.py).
+AREA = "cpu_power"
 
-class CpuPowerError(ModuleFailure):
-    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
+# The module's argument spec, read by the module, validate() and the tests (one engine contract).
+ARGUMENT_SPEC = dict(
+    max_idle_latency_us=dict(type="int"),
+    enable_within_bound=dict(type="bool", default=False),
+    governor=dict(type="str"),
+    energy_performance_preference=dict(type="str"),
+    persist=dict(type="bool", default=True),
+    allow_in_container=dict(type="bool", default=False),
+)
 
 
-class Paths(object):
-    """Where the module reads and writes; tests point these into a temp dir."""
+def with_defaults(params):
+    """``params`` with every option it leaves out at its ARGUMENT_SPEC default."""
+    return argspec.with_defaults(ARGUMENT_SPEC, params)
 
-    def __init__(self, cpu_root=cpu_sysfs.CPU_ROOT, systemd_dir=cpu_power_boot.SYSTEMD_DIR,
-                 script_path=cpu_power_boot.SCRIPT_PATH, proc="/proc", root="/"):
-        self.cpu_root = cpu_root
-        self.systemd_dir = systemd_dir
-        self.script_path = script_path
-        self.proc = proc
+
+class Paths:
+    """Where the module reads and writes, all under ``root`` (/ on a node; a temp tree in tests)."""
+
+    def __init__(self, root="/"):
         self.root = root
+        self.proc = os.path.join(root, "proc")
+        self.cpu_root = os.path.join(root, cpu_sysfs.CPU_ROOT.lstrip("/"))
+        self.systemd_dir = os.path.join(root, cpu_power_boot.SYSTEMD_DIR.lstrip("/"))
+        self.script_path = os.path.join(root, cpu_power_boot.SCRIPT_PATH.lstrip("/"))
 
 
 def validate(params):
     """Check every input before anything is read; return the normalized settings."""
+    params = with_defaults(params)
     bound = params.get("max_idle_latency_us")
     if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)
                               or not 0 <= bound <= _MAX_BOUND_US):
-        raise CpuPowerError("max_idle_latency_us %r is not valid: an integer from 0 to %d "
+        raise ModuleFailure("max_idle_latency_us %r is not valid: an integer from 0 to %d "
                             "(microseconds of exit latency), or null to leave idle states alone"
                             % (bound, _MAX_BOUND_US))
     out = {"max_idle_latency_us": bound,
@@ -95,12 +111,12 @@ def validate(params):
     for key in ("governor", "energy_performance_preference"):
         value = params.get(key)
         if value is not None and (not isinstance(value, str) or not _WORD_RE.match(value)):
-            raise CpuPowerError("%s %r is not valid: a kernel name of 1-32 characters from a-z, "
+            raise ModuleFailure("%s %r is not valid: a kernel name of 1-32 characters from a-z, "
                                 "0-9 and '_' (such as performance), or null to leave it alone"
                                 % (key, value))
         out[key] = value
     if out["energy_performance_preference"] == "default":
-        raise CpuPowerError("energy_performance_preference 'default' is not accepted: the kernel "
+        raise ModuleFailure("energy_performance_preference 'default' is not accepted: the kernel "
                             "reads it back as the firmware's value, so the write cannot be "
                             "checked; name the preference (such as performance)")
     return out
@@ -154,7 +170,7 @@ def _read_idle(settings, root, online):
                 plan["per_cpu"][cpu] = states
     except cpu_sysfs.CpuSysfsError as exc:
         if requested:
-            raise CpuPowerError("cannot read the CPU idle states, nothing was changed: %s" % exc)
+            raise ModuleFailure("cannot read the CPU idle states, nothing was changed: %s" % exc)
         plan["reason"] = "not requested; reading them failed: %s" % exc
         plan["per_cpu"] = {}
         return plan
@@ -240,7 +256,7 @@ def _read_freq(settings, root, skipped):
         if governor is None and epp is None:
             return {"policies": [], "governor_reason": "not requested", "epp_reason": "not requested",
                     "governor_writes": [], "epp_writes": []}
-        raise CpuPowerError("cannot read the cpufreq policies, nothing was changed: %s" % exc)
+        raise ModuleFailure("cannot read the cpufreq policies, nothing was changed: %s" % exc)
     active = [p for p in policies if p.active]
     plan = {"policies": policies, "governor_reason": None, "epp_reason": None,
             "governor_writes": [], "epp_writes": []}
@@ -261,7 +277,7 @@ def _read_freq(settings, root, skipped):
     else:
         missing = [p for p in active if governor not in p.available_governors]
         if missing:
-            raise CpuPowerError("governor %r is not offered by %s; nothing was changed" % (
+            raise ModuleFailure("governor %r is not offered by %s; nothing was changed" % (
                 governor, "; ".join("%s (CPUs %s, driver %s): available %s" % (
                     p.name, _cpus(p.cpus), p.driver, ", ".join(p.available_governors) or "none")
                     for p in missing)))
@@ -285,14 +301,14 @@ def _read_freq(settings, root, skipped):
                     "not exposed by %s" % ", ".join(p.name for p in hidden))
             missing = [p for p in exposing if epp not in p.available_epp]
             if missing:
-                raise CpuPowerError("energy_performance_preference %r is not offered by %s; nothing "
+                raise ModuleFailure("energy_performance_preference %r is not offered by %s; nothing "
                                     "was changed" % (epp, "; ".join("%s (CPUs %s, driver %s): available %s" % (
                                         p.name, _cpus(p.cpus), p.driver, ", ".join(p.available_epp) or "none")
                                         for p in missing)))
             pinned = [p for p in exposing if p.driver in _EPP_PINNING_DRIVERS and epp != "performance"
                       and (governor or p.governor) == "performance"]
             if pinned:
-                raise CpuPowerError(
+                raise ModuleFailure(
                     "energy_performance_preference %r cannot be set on %s: with the performance "
                     "governor, %s hold EPP at performance and refuse other values (EBUSY); choose "
                     "governor powersave or EPP performance; nothing was changed"
@@ -336,19 +352,19 @@ def _check_writable(paths_to_write):
             blocked.append(path)
     if blocked:
         more = " and %d more" % (len(blocked) - 3) if len(blocked) > 3 else ""
-        raise CpuPowerError("cannot write %s%s (not root, or a read-only /sys); nothing was changed"
+        raise ModuleFailure("cannot write %s%s (not root, or a read-only /sys); nothing was changed"
                             % (", ".join(blocked[:3]), more))
 
 
 def _write_checked(path, value):
-    """Write, read back, and raise CpuPowerError when the kernel shows something else."""
+    """Write, read back, and raise ModuleFailure when the kernel shows something else."""
     try:
         cpu_sysfs.write_attr(path, value)
     except (OSError, IOError) as exc:
-        raise CpuPowerError("cannot write %s to %s: %s" % (value, path, describe_oserror(exc)))
+        raise ModuleFailure("cannot write %s to %s: %s" % (value, path, describe_oserror(exc)))
     got = cpu_sysfs.read_attr(path)
     if got != str(value):
-        raise CpuPowerError("%s did not take %s: it reads %r after the write" % (path, value, got))
+        raise ModuleFailure("%s did not take %s: it reads %r after the write" % (path, value, got))
 
 
 def _state_undo(state, value):
@@ -393,8 +409,40 @@ def _boot_unit_skip_reason(container, changes, problem):
     return container_mod.persistence_left_alone(container, "a systemd unit", would)
 
 
-def run(params, check_mode=False, paths=None):
-    """Plan and apply; return the module result dict or raise CpuPowerError."""
+def _number_list(names, prefix):
+    """Names ``policy0``, ``policy1``, ``policy4`` with ``prefix`` ``policy`` as ``0-1,4``."""
+    return _cpus([int(name[len(prefix):]) for name in names])
+
+
+def _idle_records(writes):
+    """One value record per idle state and disable change, naming the CPUs it was made on:
+    ``cpu0-3/state3 (C6) disable`` from ``0`` to ``1``. The CPUs of a record all had the same
+    value before, so a revert writes ``before`` back to each (cpuN/cpuidle/stateK/disable)."""
+    groups = {}
+    for state, want in writes:
+        groups.setdefault((state.index, state.name, state.disable, want), []).append(state.cpu)
+    return [records.value(AREA, "cpu%s/state%d (%s) disable" % (_cpus(cpus), index, name), before, after)
+            for (index, name, before, after), cpus in sorted(groups.items())]
+
+
+def _policy_records(policies, before, after, attr):
+    """One value record per change of a cpufreq attribute, naming the policies it was made on:
+    ``policy0-3/scaling_governor`` from ``powersave`` to ``performance`` (cpufreq/policyN/ATTR).
+    ``policies`` come in number order, so the records do too."""
+    groups = {}
+    for policy in policies:
+        old, new = before.get(policy.name), after.get(policy.name)
+        if old != new:
+            groups.setdefault((old, new), []).append(policy.name)
+    return [records.value(AREA, "policy%s/%s" % (_number_list(names, "policy"), attr), old, new)
+            for (old, new), names in groups.items()]
+
+
+def run(params, check_mode=False, paths=None, tools=None):
+    """Plan and apply; return the module result dict or raise ModuleFailure.
+
+    ``tools`` (the command runner every engine takes) is not used: sysfs needs no binary.
+    """
     paths = paths or Paths()
     settings = validate(params)
     root = paths.cpu_root
@@ -405,7 +453,7 @@ def run(params, check_mode=False, paths=None):
         online = cpu_sysfs.online_cpus(root)
         offline = sorted(set(cpu_sysfs.cpu_dirs(root)) - set(online))
     except cpu_sysfs.CpuSysfsError as exc:
-        raise CpuPowerError("cannot tell which CPUs are online, nothing was changed: %s" % exc,
+        raise ModuleFailure("cannot tell which CPUs are online, nothing was changed: %s" % exc,
                             {"container": container})
     skipped = {}
     idle = _read_idle(settings, root, online)
@@ -441,7 +489,7 @@ def run(params, check_mode=False, paths=None):
         file_changes = managed_files.plan(wanted)
     except (OSError, IOError) as exc:
         if not guarded:
-            raise CpuPowerError("cannot plan the boot unit files, nothing was changed: %s" % fileops.describe(exc),
+            raise ModuleFailure("cannot plan the boot unit files, nothing was changed: %s" % fileops.describe(exc),
                                 {"container": container})
         file_changes, file_problem = [], fileops.describe(exc)
     boot_unit_left_alone = guarded and bool(file_changes or file_problem)
@@ -482,7 +530,7 @@ def run(params, check_mode=False, paths=None):
     if guarded and runtime_writes:
         rows, _before, _after = _idle_summary(idle, settings, {})
         partial = dict(result, states=rows)
-        raise CpuPowerError(container_mod.refusal(_refused_writes(idle["writes"], freq, settings), container,
+        raise ModuleFailure(container_mod.refusal(_refused_writes(idle["writes"], freq, settings), container,
                                                   "CPU idle states and cpufreq"), partial)
 
     if not check_mode and (runtime_writes or file_changes):
@@ -510,11 +558,11 @@ def run(params, check_mode=False, paths=None):
                         _write_checked(policy.attr_path("energy_performance_preference"),
                                        settings["energy_performance_preference"])
             managed_files.apply(file_changes, tx)
-        except (CpuPowerError, cpu_sysfs.CpuSysfsError, OSError, IOError) as exc:
-            text = exc.message if isinstance(exc, CpuPowerError) else (
+        except (ModuleFailure, cpu_sysfs.CpuSysfsError, OSError, IOError) as exc:
+            text = exc.message if isinstance(exc, ModuleFailure) else (
                 fileops.describe(exc) if isinstance(exc, (OSError, IOError)) else str(exc))
             err = tx.abort(text)
-            raise CpuPowerError(err.full_message(), result)
+            raise ModuleFailure(err.full_message(), result)
         # what the kernel shows now: a governor switch can move EPP on its own
         for policy in policies:
             if policy.active and policy.epp is not None:
@@ -557,6 +605,10 @@ def run(params, check_mode=False, paths=None):
         # installed only if it was to be removed (and so is still there)
         "persisted": (not present) if boot_unit_left_alone else present,
         "diff": diff,
+        "changes": (_idle_records(idle["writes"])
+                    + _policy_records(active, gov_before, gov_after, "scaling_governor")
+                    + _policy_records(active, epp_before, epp_after, "energy_performance_preference")
+                    + records.from_managed(AREA, file_changes)),
     })
     if not applicable and not result["changed"]:
         result["skipped"] = True

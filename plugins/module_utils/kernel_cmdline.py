@@ -3,12 +3,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The kernel command line of the next boot: find where it is configured, edit it, refresh.
 
-The module gpufleet.tuning.kernel_cmdline is a thin shell over ``run()``. It follows the
-collection's contract: validate, read, plan, stop there in check mode, check that no other
-writer changed the files since they were read, write them atomically inside a Transaction
-(``fileops.replace``: a restore puts back bytes, mode and owner, and a symlinked file stays a
-link with its target edited), read back, run the boot loader's refresh command; any failure
-puts the files back.
+The module gpufleet.tuning.kernel_cmdline is a thin shell over ``ARGUMENT_SPEC`` and ``run()``.
+It follows the collection's contract: validate, read, plan, stop there in check mode, check
+that no other writer changed the files since they were read, write them atomically inside a
+Transaction (``fileops.replace``: a restore puts back bytes, mode and owner, and a symlinked
+file stays a link with its target edited), read back, run the boot loader's refresh command;
+any failure puts the files back.
 
 Which file the next boot reads is decided from how this node boots, not from which files
 exist (a Proxmox VE install on ZFS always has /etc/kernel/cmdline, used or not):
@@ -42,6 +42,12 @@ The boot loaders:
   ``proxmox-boot-tool refresh`` when that tool manages the ESPs, else ``update-grub``, else
   ``grub-mkconfig -o /boot/grub/grub.cfg``.
 
+``changes`` (records.py) holds a file record per configuration file written (a digest, never
+the text) and a value record per managed argument key whose configured arguments change
+(``iommu``: ``iommu=soft`` -> ``iommu=pt``; None where the key is not set), so a reader or a
+later revert knows which argument went from what to what. The refresh command is an action,
+not state: ``refresh_command`` reports it and it has no record.
+
 A reboot is required while the configured line (of the file the boot uses) and the running
 one (/proc/cmdline) disagree on a managed argument; only managed arguments are compared, as
 GRUB adds BOOT_IMAGE= and root= to the running line.
@@ -63,16 +69,28 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import spec as argspec
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import grub_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import kernel_args
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import nvidia_gpus
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 
-BOOTLOADERS = ("auto", "grub", "systemd-boot")
-HARMFUL_ACTIONS = ("fail", "skip")
+AREA = "kernel_cmdline"
+
+# The module's argument spec: the module passes it to AnsibleModule, validate() reads the
+# allowed values from it, and the tests compare it with the module's DOCUMENTATION.
+ARGUMENT_SPEC = dict(
+    present=dict(type="list", elements="str", default=[]),
+    absent=dict(type="list", elements="str", default=[]),
+    present_by_cpu_vendor=dict(type="dict", default={}),
+    bootloader=dict(type="str", default="auto", choices=["auto", "grub", "systemd-boot"]),
+    on_harmful=dict(type="str", default="fail", choices=["fail", "skip"]),
+    force=dict(type="bool", default=False),
+)
 HARMFUL_WHY = ("forcing identity (passthrough) IOMMU domains was seen to break the firmware boot "
                "(FSP) of NVIDIA Blackwell GPUs until the next reboot")
 
@@ -96,17 +114,19 @@ LOADER_KEYS = frozenset(["BOOT_IMAGE", "initrd", "root", "ro", "rw"])
 _ESP_UUID_RE = re.compile(r"[0-9a-fA-F]{4}-[0-9a-fA-F]{4}")
 
 
-class CmdlineError(ModuleFailure):
-    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
+def with_defaults(params):
+    """``params`` with every option it leaves out at its ARGUMENT_SPEC default."""
+    return argspec.with_defaults(ARGUMENT_SPEC, params)
 
 
-class Paths(object):
-    """Roots the engine reads and writes; tests point them into a temp dir."""
+class Paths:
+    """Where the engine reads and writes; everything hangs off ``root`` so tests use a temp tree."""
 
-    def __init__(self, etc="/etc", proc="/proc", sys="/sys"):
-        self.etc = etc
-        self.proc = proc
-        self.sys = sys
+    def __init__(self, root="/"):
+        self.root = root
+        self.etc = os.path.join(root, "etc")
+        self.proc = os.path.join(root, "proc")
+        self.sys = os.path.join(root, "sys")
 
     @property
     def kernel_cmdline(self):
@@ -132,10 +152,12 @@ class Paths(object):
 def validate(params):
     """Check every input before anything is read; return the present_by_cpu_vendor map."""
     errors = []
-    if params.get("bootloader") not in BOOTLOADERS:
-        errors.append("bootloader %r is not valid: use one of %s" % (params.get("bootloader"), ", ".join(BOOTLOADERS)))
-    if params.get("on_harmful") not in HARMFUL_ACTIONS:
-        errors.append("on_harmful %r is not valid: use fail or skip" % (params.get("on_harmful"),))
+    if params.get("bootloader") not in ARGUMENT_SPEC["bootloader"]["choices"]:
+        errors.append("bootloader %r is not valid: use one of %s"
+                      % (params.get("bootloader"), ", ".join(ARGUMENT_SPEC["bootloader"]["choices"])))
+    if params.get("on_harmful") not in ARGUMENT_SPEC["on_harmful"]["choices"]:
+        errors.append("on_harmful %r is not valid: use %s"
+                      % (params.get("on_harmful"), " or ".join(ARGUMENT_SPEC["on_harmful"]["choices"])))
     for name in ("present", "absent"):
         value = params.get(name) or []
         if not isinstance(value, list):
@@ -155,11 +177,11 @@ def validate(params):
         except kernel_args.ArgError as exc:
             errors.append("present_by_cpu_vendor[%s]: %s" % (vendor, exc))
     if errors:
-        raise CmdlineError("invalid arguments, nothing was changed: " + "; ".join(errors))
+        raise ModuleFailure("invalid arguments, nothing was changed: " + "; ".join(errors))
     try:
         kernel_args.parse_wanted_lists(params.get("present") or [], params.get("absent") or [])
     except kernel_args.ArgError as exc:
-        raise CmdlineError("invalid arguments, nothing was changed: %s" % exc)
+        raise ModuleFailure("invalid arguments, nothing was changed: %s" % exc)
     return by_vendor
 
 
@@ -210,9 +232,9 @@ def screen_harmful(present, gpus, params):
         else:
             refused.append("%s on NVIDIA Blackwell GPU %s" % (arg.raw, named))
     if refused:
-        raise CmdlineError("refusing %s: %s. Nothing was changed; set force=true to apply it anyway, or "
-                           "on_harmful=skip to leave it out" % ("; ".join(refused), HARMFUL_WHY),
-                           {"gpus": gpus})
+        raise ModuleFailure("refusing %s: %s. Nothing was changed; set force=true to apply it anyway, or "
+                            "on_harmful=skip to leave it out" % ("; ".join(refused), HARMFUL_WHY),
+                            {"gpus": gpus})
     return keep, skipped, warnings
 
 
@@ -274,8 +296,8 @@ def esp_uuids(paths):
     try:
         data = fileops.read_bytes(paths.boot_uuids)
     except (OSError, IOError) as exc:
-        raise CmdlineError("cannot read the ESPs proxmox-boot-tool keeps in sync: %s; nothing was changed"
-                           % fileops.describe(exc))
+        raise ModuleFailure("cannot read the ESPs proxmox-boot-tool keeps in sync: %s; nothing was changed"
+                            % fileops.describe(exc))
     text = (data or b"").decode("utf-8", "replace")
     return [line.strip() for line in text.splitlines() if _ESP_UUID_RE.search(line)]
 
@@ -320,7 +342,7 @@ def _evidence(paths, mode, secure_boot, loader, readable):
 
 
 def detect(params, paths, tools):
-    """Decide which configuration the next boot reads; return a Boot. CmdlineError for a
+    """Decide which configuration the next boot reads; return a Boot. ModuleFailure for a
     forced choice that this node's boot contradicts, or a boot this module cannot serve."""
     choice = params.get("bootloader", "auto")
     mode, secure_boot, loader, readable = boot_facts(paths)
@@ -342,7 +364,7 @@ def detect(params, paths, tools):
         return Boot(bootloader, reason, pbt_managed, mode, secure_boot, skip_msg)
 
     def refuse(message):
-        raise CmdlineError("%s; nothing was changed" % message, boot(None, why).facts())
+        raise ModuleFailure("%s; nothing was changed" % message, boot(None, why).facts())
 
     if choice == "systemd-boot":
         if not has_cmdline:
@@ -392,12 +414,12 @@ def detect(params, paths, tools):
 
 
 def refresh_command(bootloader, pbt_managed, tools):
-    """The argv that makes the boot loader use the edited file; CmdlineError when absent."""
+    """The argv that makes the boot loader use the edited file; ModuleFailure when absent."""
     if bootloader == "systemd-boot" or pbt_managed:
         path = tools.which("proxmox-boot-tool")
         if not path:
-            raise CmdlineError("proxmox-boot-tool was not found on PATH: it is needed to write the "
-                               "command line into the ESPs; nothing was changed")
+            raise ModuleFailure("proxmox-boot-tool was not found on PATH: it is needed to write the "
+                                "command line into the ESPs; nothing was changed")
         return [path, "refresh"]
     path = tools.which("update-grub")
     if path:
@@ -405,8 +427,8 @@ def refresh_command(bootloader, pbt_managed, tools):
     path = tools.which("grub-mkconfig")
     if path:
         return [path, "-o", "/boot/grub/grub.cfg"]
-    raise CmdlineError("neither update-grub nor grub-mkconfig was found on PATH: GRUB would not pick up "
-                       "the change; nothing was changed")
+    raise ModuleFailure("neither update-grub nor grub-mkconfig was found on PATH: GRUB would not pick up "
+                        "the change; nothing was changed")
 
 
 # --- the line: length and safety -------------------------------------------------------------
@@ -428,14 +450,14 @@ def loader_reserve(running, configured_tokens):
 
 
 def check_length(before, after, running, machine):
-    """CmdlineError when ``after`` grows the configured line past what the kernel keeps."""
+    """ModuleFailure when ``after`` grows the configured line past what the kernel keeps."""
     size = command_line_size(machine)
     length = len(after.encode("utf-8", "surrogateescape"))
     if length <= len(before.encode("utf-8", "surrogateescape")):
         return  # a change that does not lengthen the line is never refused
     reserve = loader_reserve(running, kernel_args.split(before))
     if length + reserve > size - 1:
-        raise CmdlineError(
+        raise ModuleFailure(
             "the configured command line would be %d bytes long; with %d bytes kept free for what the boot loader "
             "adds (BOOT_IMAGE=, root=, ro, initrd=) that is %d, over the %d bytes the %s kernel keeps "
             "(COMMAND_LINE_SIZE %d, with its terminating NUL): the end of the line would be cut off at boot. "
@@ -490,8 +512,8 @@ def _check_encodable(files):
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise CmdlineError("the new text of %s would not be valid UTF-8 (offset %d); nothing was changed"
-                               % (path, exc.start))
+            raise ModuleFailure("the new text of %s would not be valid UTF-8 (offset %d); nothing was changed"
+                                % (path, exc.start))
 
 
 class _Grub(object):
@@ -507,10 +529,10 @@ class _Grub(object):
         try:
             self.config.load(fileops.read_text)
         except grub_config.GrubError as exc:
-            raise CmdlineError("cannot read the GRUB configuration: %s; nothing was changed" % exc)
+            raise ModuleFailure("cannot read the GRUB configuration: %s; nothing was changed" % exc)
         except (OSError, IOError) as exc:
-            raise CmdlineError("cannot read the GRUB configuration: %s; nothing was changed"
-                               % fileops.describe(exc))
+            raise ModuleFailure("cannot read the GRUB configuration: %s; nothing was changed"
+                                % fileops.describe(exc))
         return self
 
     @property
@@ -572,8 +594,8 @@ class _Grub(object):
         read_only.append(len(segments) - 1)
         new = kernel_args.plan(segments, present, absent, primary=1, read_only=read_only)
         if 1 in read_only and new[1] != segments[1]:
-            raise CmdlineError("cannot edit GRUB_CMDLINE_LINUX_DEFAULT at %s: its value uses shell expansions; "
-                               "edit it by hand; nothing was changed" % bases[1].where())
+            raise ModuleFailure("cannot edit GRUB_CMDLINE_LINUX_DEFAULT at %s: its value uses shell expansions; "
+                                "edit it by hand; nothing was changed" % bases[1].where())
         new_values = {}
         for index, name in enumerate(grub_config.VARIABLES):
             if index not in read_only and new[index] != segments[index]:
@@ -584,24 +606,24 @@ class _Grub(object):
         after_line = _normal(after_config.effective_line()[0])
         if files:
             if self.config.problems:
-                raise CmdlineError("cannot edit the GRUB configuration safely: %s. An edit could be overridden "
-                                   "there without anyone noticing; edit it by hand; nothing was changed"
-                                   % "; ".join(self.config.problems))
+                raise ModuleFailure("cannot edit the GRUB configuration safely: %s. An edit could be overridden "
+                                    "there without anyone noticing; edit it by hand; nothing was changed"
+                                    % "; ".join(self.config.problems))
             unsafe = self.unsafe([tok for seg in new for tok in seg], after_config.effective_line()[0])
             if unsafe:
-                raise CmdlineError("cannot add to the GRUB command line safely: %s. Fix it by hand first; "
-                                   "nothing was changed" % "; ".join(unsafe))
+                raise ModuleFailure("cannot add to the GRUB command line safely: %s. Fix it by hand first; "
+                                    "nothing was changed" % "; ".join(unsafe))
             _check_encodable(files)
         problems = kernel_args.unsatisfied(kernel_args.split(after_line), present, absent)
         if problems:
             sources = [a.where() for a in self.config.read_only()]
             if bases[0] is not None:
                 sources.insert(0, "GRUB_CMDLINE_LINUX at %s" % bases[0].where())
-            raise CmdlineError("the effective GRUB command line would still be wrong for %s after editing %s: "
-                               "the conflicting arguments come from assignments this module does not rewrite "
-                               "(%s); nothing was changed" % (
-                                   ", ".join(kernel_args.describe(p, "effective") for p in problems),
-                                   self.config_path, ", ".join(sources) or "none found"))
+            raise ModuleFailure("the effective GRUB command line would still be wrong for %s after editing %s: "
+                                "the conflicting arguments come from assignments this module does not rewrite "
+                                "(%s); nothing was changed" % (
+                                    ", ".join(kernel_args.describe(p, "effective") for p in problems),
+                                    self.config_path, ", ".join(sources) or "none found"))
         return files, after_line
 
 
@@ -619,9 +641,9 @@ class _SystemdBoot(object):
         try:
             self.text = fileops.read_text(self.path)
         except (OSError, IOError) as exc:
-            raise CmdlineError("cannot read %s; nothing was changed" % fileops.describe(exc))
+            raise ModuleFailure("cannot read %s; nothing was changed" % fileops.describe(exc))
         if self.text is None:
-            raise CmdlineError("%s does not exist; nothing was changed" % self.path)
+            raise ModuleFailure("%s does not exist; nothing was changed" % self.path)
         return self
 
     @property
@@ -656,27 +678,27 @@ class _SystemdBoot(object):
             return {}, _normal(first)
         unsafe = self.unsafe(new, after)
         if unsafe:
-            raise CmdlineError("cannot add to the first line of %s safely: %s. Fix it by hand first; nothing was "
-                               "changed" % (self.path, "; ".join(unsafe)))
+            raise ModuleFailure("cannot add to the first line of %s safely: %s. Fix it by hand first; nothing was "
+                                "changed" % (self.path, "; ".join(unsafe)))
         _check_encodable({self.path: after})
         if not any(kernel_args.Arg(tok).key == "root" for tok in kernel_args.kernel_part(new)):
-            raise CmdlineError("the first line of %s would have no root= argument: proxmox-boot-tool refresh refuses "
-                               "such a line (and the kernel would not find its root file system); nothing was "
-                               "changed" % self.path)
+            raise ModuleFailure("the first line of %s would have no root= argument: proxmox-boot-tool refresh refuses "
+                                "such a line (and the kernel would not find its root file system); nothing was "
+                                "changed" % self.path)
         return {self.path: after + (sep or "\n") + rest}, after
 
 
 def run(params, check_mode=False, paths=None, tools=None, machine=None):
     """Ensure the arguments in the next boot's command line; return the module result.
 
-    A CmdlineError carries in ``partial`` what was learnt before the failure (GPUs, CPU
+    A ModuleFailure carries in ``partial`` what was learnt before the failure (GPUs, CPU
     vendor, running line, boot loader and why). ``machine`` (os.uname().machine by default)
     picks COMMAND_LINE_SIZE.
     """
     partial = {}
     try:
-        return _run(params, check_mode, paths or Paths(), tools, machine or os.uname()[4], partial)
-    except CmdlineError as exc:
+        return _run(with_defaults(params), check_mode, paths or Paths(), tools, machine or os.uname()[4], partial)
+    except ModuleFailure as exc:
         for key, value in partial.items():
             exc.partial.setdefault(key, value)
         raise
@@ -688,11 +710,11 @@ def _run(params, check_mode, paths, tools, machine, partial):
     try:
         present, absent = wanted_args(params, by_vendor, vendor)
     except kernel_args.ArgError as exc:
-        raise CmdlineError("invalid arguments, nothing was changed: %s" % exc)
+        raise ModuleFailure("invalid arguments, nothing was changed: %s" % exc)
     try:
         gpus = nvidia_gpus.list_gpus(paths.sys)
     except (OSError, IOError) as exc:
-        raise CmdlineError("cannot list the PCI devices: %s; nothing was changed" % fileops.describe(exc))
+        raise ModuleFailure("cannot list the PCI devices: %s; nothing was changed" % fileops.describe(exc))
     partial.update({"gpus": gpus, "cpu_vendor": vendor})
     present, skipped, warnings = screen_harmful(present, gpus, params)
     running = running_cmdline(paths.proc)
@@ -702,7 +724,7 @@ def _run(params, check_mode, paths, tools, machine, partial):
     if boot.bootloader is None:
         result = dict(partial)
         result.update({
-            "changed": False, "skipped": True, "reboot_required": False, "pending": [], "diff": [],
+            "changed": False, "changes": [], "skipped": True, "reboot_required": False, "pending": [], "diff": [],
             "skipped_keys": skipped, "config_path": None, "config_files": [], "cmdline_before": None,
             "cmdline_after": None, "grub_overrides": [], "refresh_command": None, "warnings": warnings,
             "msg": boot.skip_msg,
@@ -715,7 +737,7 @@ def _run(params, check_mode, paths, tools, machine, partial):
     try:
         files, after_line = editor.plan(present, absent)
     except kernel_args.ArgError as exc:
-        raise CmdlineError("%s; nothing was changed" % exc)
+        raise ModuleFailure("%s; nothing was changed" % exc)
     if files:
         check_length(before_line, after_line, running, machine)
     else:
@@ -740,11 +762,15 @@ def _run(params, check_mode, paths, tools, machine, partial):
         "diff": [diffs.file_diff(path, old_texts[path], files[path]) for path in sorted(files)],
     })
 
+    # Planned before anything is written (the modes are read now: fileops.replace keeps them),
+    # reported only once the files are written, read back and refreshed (or in check mode).
+    changes = change_records(old_texts, files, before_line, after_line, present + absent) if files else []
     if files:
         command = refresh_command(boot.bootloader, boot.pbt_managed, tools)
         result["refresh_command"] = command
         if not check_mode:
             _apply(files, command, tools, editor, present, absent, result)
+    result["changes"] = changes
 
     # The reboot state compares the running line with the configured line of the file this
     # boot reads (after_line satisfies present/absent, or plan() would have failed).
@@ -763,6 +789,35 @@ def _run(params, check_mode, paths, tools, machine, partial):
         warnings.extend(_harmful_left(running_tokens, gpus, "the running command line (/proc/cmdline)"))
     result["warnings"] = warnings
     return result
+
+
+def change_records(old_texts, files, before_line, after_line, managed):
+    """The change records of a plan (records.py): a file record per file written (digest and
+    mode, never the text), then a value record per managed argument key whose configured
+    arguments change, target the key as the kernel compares it (``intel_idle.max_cstate``).
+
+    A value is the argument as configured (``iommu=pt``; a flag is ``quiet``), several of one
+    key joined by a space in the order the kernel reads them (``kernel_args.split`` reads the
+    value back), None when the key is not configured: what a revert has to put back. The
+    refresh command (update-grub, proxmox-boot-tool refresh) is an action, not state: it has
+    no record (``refresh_command`` reports it).
+    """
+    out = []
+    for path in sorted(files):
+        mode = _mode(path)
+        out.append(records.file_change(AREA, path, old_texts[path], files[path], mode, mode))
+    keys = [arg.key for arg in managed]
+    out.extend(records.values(AREA, kernel_args.by_key(kernel_args.split(before_line), keys),
+                              kernel_args.by_key(kernel_args.split(after_line), keys)))
+    return out
+
+
+def _mode(path):
+    """Permission bits of ``path`` (a link's target), None when it cannot be read."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        return None
 
 
 class _Changed(Exception):
@@ -784,10 +839,10 @@ def _apply(files, command, tools, editor, present, absent, result):
     try:
         changed = editor.changed_since_load()
     except (OSError, IOError) as exc:
-        raise CmdlineError("cannot read the configuration again before writing: %s; nothing was changed"
-                           % fileops.describe(exc), result)
+        raise ModuleFailure("cannot read the configuration again before writing: %s; nothing was changed"
+                            % fileops.describe(exc), result)
     if changed:
-        raise CmdlineError(_changed_message(changed), result)
+        raise ModuleFailure(_changed_message(changed), result)
     planned = dict((path, text.encode("utf-8")) for path, text in editor.texts.items())
     tx = Transaction()
     step = "write"
@@ -802,19 +857,19 @@ def _apply(files, command, tools, editor, present, absent, result):
     except _Changed as exc:
         err = tx.abort(_changed_message([str(exc)]))
         if err.rollback_errors:
-            raise CmdlineError(err.full_message(), result)
-        raise CmdlineError(err.message, result)
+            raise ModuleFailure(err.full_message(), result)
+        raise ModuleFailure(err.message, result)
     except (OSError, IOError) as exc:
         err = tx.abort("failed to %s %s" % (step, fileops.describe(exc)))
-        raise CmdlineError(err.full_message(), result)
-    except CmdlineError as exc:
-        raise CmdlineError(tx.abort("read back failed: %s" % exc.message).full_message(), result)
+        raise ModuleFailure(err.full_message(), result)
+    except ModuleFailure as exc:
+        raise ModuleFailure(tx.abort("read back failed: %s" % exc.message).full_message(), result)
     problems = kernel_args.unsatisfied(kernel_args.split(line), present, absent)
     if got != files or problems:
         err = tx.abort("read back after writing does not match: %s" % (
             ", ".join(kernel_args.describe(p, "configured") for p in problems) or
             "%s differs from what was written" % ", ".join(sorted(p for p in files if got.get(p) != files[p]))))
-        raise CmdlineError(err.full_message(), result)
+        raise ModuleFailure(err.full_message(), result)
     ran = _run_tool(tools, command)
     if not ran.ok:
         message = tx.abort(ran.describe()).full_message()
@@ -825,7 +880,7 @@ def _apply(files, command, tools, editor, present, absent, result):
             message += "; running it again on the restored files ALSO failed: " + again.describe()
         else:
             message += "; ran it again on the restored files"
-        raise CmdlineError(message, result)
+        raise ModuleFailure(message, result)
 
 
 class _NotRun(object):

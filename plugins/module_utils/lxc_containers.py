@@ -3,7 +3,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """This host's LXC containers, read from their config files, and which of them to tune.
 
-The module gpufleet.tuning.lxc_containers is a thin shell over ``run()``. It only reads.
+The module gpufleet.tuning.lxc_containers is a thin shell over ``run()``. It only reads, so
+``changes`` is always empty and check mode is the same run. Engine contract:
+``run(params, check_mode=False, paths=None, tools=None)`` returns the result or raises
+ModuleFailure; ``paths`` is a Paths(root), ``tools`` is unused (nothing is run).
 
 Where containers are:
 
@@ -76,12 +79,14 @@ MAX_INCLUDE_DEPTH = 4
 MAX_INCLUDED_FILES = 64
 MAX_EVIDENCE_TEXT = 160
 
+# The module's argument spec, read by the module, by run() and by the tests.
+ARGUMENT_SPEC = dict(
+    select=dict(type="list", elements="str", default=["gpu"]),
+    exclude=dict(type="list", elements="str", default=[]),
+)
 
-class DiscoveryError(ModuleFailure):
-    """A bad selector; nothing was read."""
 
-
-class Paths(object):
+class Paths:
     """Where to look; ``root`` is ``/`` on a host and a temp dir in tests.
 
     Absolute paths read from the files (``lxc.lxcpath``, ``lxc.include``) are taken under
@@ -128,14 +133,14 @@ def parse_terms(values, option="select"):
     elif isinstance(values, (str, int)) and not isinstance(values, bool):
         values = [values]
     if not isinstance(values, (list, tuple)):
-        raise DiscoveryError("%s must be a list of terms (%s), got %r" % (option, ACCEPTED_TERMS, values))
+        raise ModuleFailure("%s must be a list of terms (%s), got %r" % (option, ACCEPTED_TERMS, values))
     terms = []
     for value in values:
         terms.append(_term(value, option, keywords))
     kinds = [term.kind for term in terms]
     if "none" in kinds and len(terms) > 1:
-        raise DiscoveryError("%s %r is not valid: 'none' selects no container and cannot be combined "
-                             "with other terms" % (option, [term.text for term in terms]))
+        raise ModuleFailure("%s %r is not valid: 'none' selects no container and cannot be combined "
+                            "with other terms" % (option, [term.text for term in terms]))
     return terms
 
 
@@ -143,31 +148,31 @@ def _term(value, option, keywords):
     accepted = ACCEPTED_TERMS if keywords else (
         "a container ID (101), a container name (web or name:web) or tag:NAME")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise DiscoveryError("%s term %r is not valid: use %s" % (option, value, accepted))
+        raise ModuleFailure("%s term %r is not valid: use %s" % (option, value, accepted))
     text = str(value)  # not stripped: a term with blanks or a newline is refused, not guessed at
     lower = text.lower()
     if lower in KEYWORDS:
         if not keywords:
-            raise DiscoveryError("%s term %r is not valid: %s takes %s (to leave GPU containers alone, "
-                                 "select other terms instead)" % (option, text, option, accepted))
+            raise ModuleFailure("%s term %r is not valid: %s takes %s (to leave GPU containers alone, "
+                                "select other terms instead)" % (option, text, option, accepted))
         return Term(lower, None, lower)
     if lower.startswith("tag:"):
         tag = text[4:]
         if not TAG_RE.match(tag):
-            raise DiscoveryError("%s term %r is not valid: a Proxmox tag is letters, digits and _ + . -, "
-                                 "not starting with + . or -; use %s" % (option, text, accepted))
+            raise ModuleFailure("%s term %r is not valid: a Proxmox tag is letters, digits and _ + . -, "
+                                "not starting with + . or -; use %s" % (option, text, accepted))
         return Term("tag", tag.lower(), "tag:%s" % tag)
     if lower.startswith("name:"):
         name = text[5:]
         if not NAME_RE.match(name):
-            raise DiscoveryError("%s term %r is not valid: a container name is letters, digits and "
-                                 "_ . + @ -, not starting with . or -; use %s" % (option, text, accepted))
+            raise ModuleFailure("%s term %r is not valid: a container name is letters, digits and "
+                                "_ . + @ -, not starting with . or -; use %s" % (option, text, accepted))
         return Term("name", name, text)
     if _DIGITS.match(text):
         return Term("id", text, text)
     if NAME_RE.match(text):
         return Term("name", text, text)
-    raise DiscoveryError("%s term %r is not valid: use %s" % (option, text, accepted))
+    raise ModuleFailure("%s term %r is not valid: use %s" % (option, text, accepted))
 
 
 def _matches(term, record):
@@ -517,9 +522,10 @@ def _by_id(record):
     return (1, 0)
 
 
-def run(params, paths=None):
-    """The module result: every container, and which are selected; raises DiscoveryError."""
-    terms = parse_terms(params.get("select", ["gpu"]), "select")
+def run(params, check_mode=False, paths=None, tools=None):
+    """The module result: every container, and which are selected; raises ModuleFailure for a
+    bad term before anything is read."""
+    terms = parse_terms(params.get("select", ARGUMENT_SPEC["select"]["default"]), "select")
     excludes = parse_terms(params.get("exclude") or [], "exclude")
     warnings = []
     records, facts = discover(paths, warnings)
@@ -536,6 +542,7 @@ def run(params, paths=None):
                                      ", ".join(t.text for t in excludes)) if excludes else "")
     result = {
         "changed": False,
+        "changes": [],
         "msg": msg,
         "select": [t.text for t in terms],
         "exclude": [t.text for t in excludes],

@@ -16,6 +16,12 @@ only at its next start; ``restart_required`` says when one is due, judged from t
 running init actually has (read from the host's /proc), so a restart still pending from an
 earlier run is reported too.
 
+``run(params, check_mode=False, paths=None, tools=None)`` returns the result or raises
+ModuleFailure; ``paths`` is a Paths(root), ``tools`` a common.commands.Commands (pct,
+lxc-info). ``changes`` holds a value record for the limit (target ``<config path>
+lxc.prlimit.memlock``) and file records for the config and the backup (a new file: before
+null), by digest only: a config can hold secrets.
+
 A Proxmox lock (``lock: backup`` while vzdump runs, ``snapshot``, ``migrate``, ...) is routine,
 not an error of the host: with ``on_locked=pending`` such a container is reported as pending
 with the reason and the module succeeds, so one container being backed up does not stop the
@@ -32,6 +38,7 @@ import time
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import lxc_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import lxc_state
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import rlimit
@@ -42,6 +49,19 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+@-]{0,254}\Z")
 VMID_MIN, VMID_MAX = 100, 999999999
 LOCK_TIMEOUT = 10
 ON_LOCKED = ("fail", "pending")
+AREA = "lxc_memlock"
+# Exactly one of these names the container (the module's mutually_exclusive and required_one_of).
+TARGET_OPTIONS = ("vmid", "name", "path")
+
+# The module's argument spec, read by the module, by validate() and by the tests.
+ARGUMENT_SPEC = dict(
+    vmid=dict(type="int"),
+    name=dict(type="str"),
+    path=dict(type="path"),
+    limit=dict(type="raw", default="unlimited"),
+    backup=dict(type="bool", default=True),
+    on_locked=dict(type="str", default="pending", choices=list(ON_LOCKED)),
+)
 
 # What each Proxmox lock (pve-container's lock enum) means for the operator.
 LOCK_MEANING = {
@@ -58,25 +78,37 @@ LOCK_MEANING = {
 }
 
 
-class MemlockError(ModuleFailure):
-    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
+class ConfigLockBusy(Exception):
+    """Proxmox's per-container config lock stayed taken (a pct operation is writing the config).
+
+    Not a failure by itself: run() turns it into a pending result or, with on_locked=fail,
+    into a ModuleFailure.
+    """
+
+    def __init__(self, path, timeout):
+        self.path = path
+        self.timeout = timeout
+        super().__init__("could not take Proxmox's config lock %s within %ss (another pct operation "
+                         "holds it)" % (path, timeout))
 
 
-class ConfigLockBusy(MemlockError):
-    """Proxmox's per-container config lock stayed taken (a pct operation is writing the config)."""
+class Paths:
+    """Where configs, processes and cgroups are, under ``root`` (``/`` on a host, a temp dir in
+    tests). ``lxc.lxcpath`` read from lxc.conf is used as written."""
 
+    def __init__(self, root="/"):
+        self.root = root
+        self.pve_lxc = self.under("/etc/pve/lxc")
+        self.lxc_path = self.under("/var/lib/lxc")
+        self.lxc_conf = self.under("/etc/lxc/lxc.conf")
+        self.proc = self.under("/proc")
+        self.cgroup = self.under("/sys/fs/cgroup")
+        self.pve_lock_dir = self.under("/run/lock/lxc")
 
-class Paths(object):
-    """Where configs, processes and cgroups are; tests point these into a temp dir."""
-
-    def __init__(self, pve_lxc="/etc/pve/lxc", lxc_path="/var/lib/lxc", proc="/proc",
-                 cgroup="/sys/fs/cgroup", pve_lock_dir="/run/lock/lxc", lxc_conf="/etc/lxc/lxc.conf"):
-        self.pve_lxc = pve_lxc
-        self.lxc_path = lxc_path
-        self.proc = proc
-        self.cgroup = cgroup
-        self.pve_lock_dir = pve_lock_dir
-        self.lxc_conf = lxc_conf
+    def under(self, path):
+        if self.root in ("/", ""):
+            return path
+        return os.path.join(self.root, path.lstrip("/"))
 
 
 class Target(object):
@@ -91,26 +123,26 @@ class Target(object):
 
 
 def _resolve(params, paths):
-    given = [k for k in ("vmid", "name", "path") if params.get(k) not in (None, "")]
+    given = [k for k in TARGET_OPTIONS if params.get(k) not in (None, "")]
     if len(given) != 1:
-        raise MemlockError("give exactly one of vmid, name or path (got %s)" % (", ".join(given) or "none"))
+        raise ModuleFailure("give exactly one of vmid, name or path (got %s)" % (", ".join(given) or "none"))
     if given == ["vmid"]:
         vmid = params["vmid"]
         if isinstance(vmid, bool) or not isinstance(vmid, int) or not VMID_MIN <= vmid <= VMID_MAX:
-            raise MemlockError("vmid %r is not valid: a Proxmox container ID, an integer from %d to %d"
-                               % (vmid, VMID_MIN, VMID_MAX))
+            raise ModuleFailure("vmid %r is not valid: a Proxmox container ID, an integer from %d to %d"
+                                % (vmid, VMID_MIN, VMID_MAX))
         return Target(os.path.join(paths.pve_lxc, "%d.conf" % vmid), str(vmid), True, vmid=vmid)
     if given == ["name"]:
         name = params["name"]
         if not isinstance(name, str) or not NAME_RE.match(name):
-            raise MemlockError("name %r is not valid: an LXC container name (letters, digits and "
-                               "_ . + @ -, not starting with a dot or dash, no slash)" % (name,))
+            raise ModuleFailure("name %r is not valid: an LXC container name (letters, digits and "
+                                "_ . + @ -, not starting with a dot or dash, no slash)" % (name,))
         lxcpath = _lxcpath_of(name, paths)
         return Target(os.path.join(lxcpath, name, "config"), name, False, lxcpath=lxcpath)
     path = params["path"]
     if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
-        raise MemlockError("path %r is not valid: an absolute path to a container config%s"
-                           % (path, " (it holds a NUL byte)" if isinstance(path, str) and "\0" in path else ""))
+        raise ModuleFailure("path %r is not valid: an absolute path to a container config%s"
+                            % (path, " (it holds a NUL byte)" if isinstance(path, str) and "\0" in path else ""))
     path = os.path.normpath(path)
     base = os.path.basename(path)
     match = re.match(r"^([0-9]+)\.conf\Z", base)
@@ -146,22 +178,22 @@ def _refuse_generated(target, paths):
         return  # Proxmox generates them under /var/lib/lxc only
     source = os.path.join(paths.pve_lxc, "%s.conf" % target.name)
     if os.path.lexists(source):
-        raise MemlockError("%s is generated by Proxmox from %s at each start of container %s, so an edit "
-                           "there is lost; use vmid: %s instead; nothing was changed"
-                           % (target.path, source, target.name, target.name), {"path": target.path})
+        raise ModuleFailure("%s is generated by Proxmox from %s at each start of container %s, so an edit "
+                            "there is lost; use vmid: %s instead; nothing was changed"
+                            % (target.path, source, target.name, target.name), {"path": target.path})
 
 
 def validate(params, paths):
     """Check every input before anything is read; return (Target, (soft, hard))."""
     target = _resolve(params, paths)
     try:
-        wanted = lxc_config.parse_limit(params.get("limit", "unlimited"))
+        wanted = lxc_config.parse_limit(params.get("limit", ARGUMENT_SPEC["limit"]["default"]))
     except lxc_config.ConfigError as exc:
-        raise MemlockError(str(exc) + "; nothing was read or changed")
+        raise ModuleFailure(str(exc) + "; nothing was read or changed")
     if not isinstance(params.get("backup", True), bool):
-        raise MemlockError("backup must be true or false, got %r" % (params.get("backup"),))
-    if params.get("on_locked", "pending") not in ON_LOCKED:
-        raise MemlockError("on_locked %r is not valid: use %s" % (params.get("on_locked"), " or ".join(ON_LOCKED)))
+        raise ModuleFailure("backup must be true or false, got %r" % (params.get("backup"),))
+    if params.get("on_locked", ARGUMENT_SPEC["on_locked"]["default"]) not in ON_LOCKED:
+        raise ModuleFailure("on_locked %r is not valid: use %s" % (params.get("on_locked"), " or ".join(ON_LOCKED)))
     return target, wanted
 
 
@@ -184,7 +216,7 @@ class _ConfigLock(object):
         try:
             self.handle = open(self.path, "a")
         except (OSError, IOError) as exc:
-            raise MemlockError("cannot open Proxmox's config lock: %s; nothing was changed" % fileops.describe(exc))
+            raise ModuleFailure("cannot open Proxmox's config lock: %s; nothing was changed" % fileops.describe(exc))
         deadline = time.time() + self.timeout
         while True:
             try:
@@ -193,8 +225,7 @@ class _ConfigLock(object):
             except (OSError, IOError) as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) or time.time() > deadline:
                     self.handle.close()
-                    raise ConfigLockBusy("could not take Proxmox's config lock %s within %ss (another pct "
-                                         "operation holds it)" % (self.path, self.timeout))
+                    raise ConfigLockBusy(self.path, self.timeout)
                 time.sleep(0.2)
 
     def __exit__(self, *_exc):
@@ -207,20 +238,20 @@ def _read_config(target):
     try:
         data = fileops.read_bytes(target.path)
     except (OSError, IOError) as exc:
-        raise MemlockError("cannot read the container config %s; nothing was changed"
-                           % fileops.describe(exc), {"path": target.path})
+        raise ModuleFailure("cannot read the container config %s; nothing was changed"
+                            % fileops.describe(exc), {"path": target.path})
     if data is None:
         hint = ""
         if target.vmid is not None:
             hint = " (is container %d on this host? Proxmox keeps each node's containers in its own /etc/pve/lxc)" % target.vmid
-        raise MemlockError("container config %s does not exist%s" % (target.path, hint))
+        raise ModuleFailure("container config %s does not exist%s" % (target.path, hint))
     try:
         config = lxc_config.ContainerConfig(data, target.path)
     except lxc_config.ConfigError as exc:
-        raise MemlockError(str(exc) + "; nothing was changed")
+        raise ModuleFailure(str(exc) + "; nothing was changed")
     if not config.is_container_config():
-        raise MemlockError("%s is not a container config: its live section has no lxc.* key and no "
-                           "Proxmox key (arch, hostname, rootfs, ...); nothing was changed" % target.path)
+        raise ModuleFailure("%s is not a container config: its live section has no lxc.* key and no "
+                            "Proxmox key (arch, hostname, rootfs, ...); nothing was changed" % target.path)
     return config
 
 
@@ -241,18 +272,42 @@ def _pending(result, reason):
         "restart_required": False,
         "backup_file": None,
         "diff": [],
+        "changes": [],
     })
     result.setdefault("warnings", []).append(reason + "; nothing was changed")
     return result
 
 
+def _mode(path):
+    """Permission bits of the file ``path`` names (a backup gets the same), or None."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except (OSError, IOError):
+        return None
+
+
+def _changes(target, old, new, limit_before, limit_after, backup):
+    """The change records of editing ``target`` from ``old`` to ``new`` bytes, with ``backup``
+    the backup written (or, in check mode, to be written) or None; empty when nothing changes."""
+    if new == old:
+        return []
+    found = []
+    if limit_before != limit_after:
+        found.append(records.value(AREA, "%s %s" % (target.path, lxc_config.MEMLOCK_KEY), limit_before, limit_after))
+    mode = _mode(target.path)
+    found.append(records.file_change(AREA, target.path, old, new, mode, mode))
+    if backup:
+        found.append(records.file_change(AREA, backup, None, old, None, mode))
+    return found
+
+
 def run(params, check_mode=False, paths=None, tools=None):
-    """Set the container's memlock limit; return the module result or raise MemlockError."""
+    """Set the container's memlock limit; return the module result or raise ModuleFailure."""
     paths = paths or Paths()
     target, wanted = validate(params, paths)
     _refuse_generated(target, paths)
     wanted_text = rlimit.format_pair(wanted)
-    on_locked = params.get("on_locked", "pending")
+    on_locked = params.get("on_locked", ARGUMENT_SPEC["on_locked"]["default"])
     config = _read_config(target)
     proxmox_file = target.proxmox or config.style() == "proxmox"
 
@@ -334,9 +389,12 @@ def run(params, check_mode=False, paths=None, tools=None):
     if lock and (changed or restart_required):
         reason = _lock_reason(target, lock)
         if on_locked == "fail":
-            raise MemlockError(reason + "; nothing was changed", result)
+            raise ModuleFailure(reason + "; nothing was changed", result)
         return _pending(result, reason)
+    backup = params.get("backup", ARGUMENT_SPEC["backup"]["default"])
     if check_mode or not changed:
+        planned = fileops.backup_path(fileops.real_path(target.path)) if changed and backup else None
+        result["changes"] = _changes(target, config.data, new_data, limit_before, wanted_text, planned)
         return result
 
     # pmxcfs refuses chmod and chown: no metadata calls for a Proxmox config. A plain LXC config
@@ -347,8 +405,9 @@ def run(params, check_mode=False, paths=None, tools=None):
             _apply(target, config, new_data, params, metadata, result)
     except ConfigLockBusy as exc:
         if on_locked == "fail":
-            raise MemlockError(exc.message + "; nothing was changed", result)
-        return _pending(result, exc.message)
+            raise ModuleFailure(str(exc) + "; nothing was changed", result)
+        return _pending(result, str(exc))
+    result["changes"] = _changes(target, config.data, new_data, limit_before, wanted_text, result["backup_file"])
     return result
 
 
@@ -358,11 +417,11 @@ def _apply(target, config, new_data, params, metadata, result):
     try:
         current = fileops.read_bytes(target.path)
     except (OSError, IOError) as exc:
-        raise MemlockError("cannot read the container config again %s; nothing was changed"
-                           % fileops.describe(exc), result)
+        raise ModuleFailure("cannot read the container config again %s; nothing was changed"
+                            % fileops.describe(exc), result)
     if current != config.data:
-        raise MemlockError("%s changed while this module was reading it; nothing was changed, run "
-                           "again" % target.path, result)
+        raise ModuleFailure("%s changed while this module was reading it; nothing was changed, run "
+                            "again" % target.path, result)
     tx = Transaction()
     try:
         if params.get("backup", True):
@@ -374,7 +433,7 @@ def _apply(target, config, new_data, params, metadata, result):
     except (OSError, IOError) as exc:
         result["backup_file"] = None
         err = tx.abort("failed to write %s" % fileops.describe(exc))
-        raise MemlockError(err.full_message(), result)
+        raise ModuleFailure(err.full_message(), result)
     if before.data != config.data:
         message = "%s changed while this module was writing it" % target.path
     elif got != new_data:
@@ -383,4 +442,4 @@ def _apply(target, config, new_data, params, metadata, result):
     else:
         return
     result["backup_file"] = None
-    raise MemlockError(tx.abort(message).full_message(), result)
+    raise ModuleFailure(tx.abort(message).full_message(), result)

@@ -10,6 +10,10 @@ nothing inside can raise; systemd then gives each service its LimitMEMLOCK, clam
 ceiling without an error; and a service keeps the limit it was started with until restarted.
 So PID 1's hard limit tells whether the host did its part, and the serving unit's main process
 tells whether the container did its own.
+
+Engine contract: ``run(params, check_mode=False, paths=None, tools=None)`` returns the result or
+raises ModuleFailure; ``paths`` is a Paths(root), ``tools`` is unused (nothing is run). It only
+reads, so ``changes`` is always empty and check mode is the same run.
 """
 
 from __future__ import annotations
@@ -17,29 +21,40 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import proc_cgroups
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import rlimit
 
 UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]{1,255}\Z")
 UNIT_TYPES = (".service", ".scope", ".slice", ".socket", ".mount", ".swap", ".timer")
 
+# The module's argument spec, read by the module, by validate() and by the tests.
+ARGUMENT_SPEC = dict(
+    want=dict(type="raw", default="unlimited"),
+    pids=dict(type="list", elements="int", default=[1]),
+    units=dict(type="list", elements="str", default=[]),
+)
 
-class InfoError(Exception):
-    """An input that cannot be used; nothing was read."""
 
+class Paths:
+    """Where procfs and /run are, under ``root`` (``/`` on a host, a temp dir in tests)."""
 
-class Paths(object):
-    """Where procfs and /run are; tests point these into a temp dir."""
+    def __init__(self, root="/"):
+        self.root = root
+        self.proc = self.under("/proc")
+        self.run = self.under("/run")
 
-    def __init__(self, proc="/proc", run="/run"):
-        self.proc = proc
-        self.run = run
+    def under(self, path):
+        if self.root in ("/", ""):
+            return path
+        return os.path.join(self.root, path.lstrip("/"))
 
 
 def unit_name(text):
     """``vllm`` -> ``vllm.service``, as systemctl reads a bare name; invalid names refused."""
     if not isinstance(text, str) or not UNIT_RE.match(text) or "/" in text:
-        raise InfoError("unit %r is not a systemd unit name (letters, digits and : _ . \\ @ -)" % (text,))
+        raise ModuleFailure("unit %r is not a systemd unit name (letters, digits and : _ . \\ @ -)" % (text,))
     return text if text.endswith(UNIT_TYPES) else text + ".service"
 
 
@@ -70,23 +85,33 @@ def _who(entry):
 
 
 def validate(params):
+    """Check every input before anything is read; return (want, pids, units)."""
     try:
-        want = rlimit.parse_value(params.get("want", "unlimited"))
+        want = rlimit.parse_value(params.get("want", ARGUMENT_SPEC["want"]["default"]))
     except rlimit.LimitError as exc:
-        raise InfoError("want: %s" % exc)
+        raise ModuleFailure("want: %s" % exc)
     pids = params.get("pids")
-    pids = [1] if pids is None else pids
+    pids = list(ARGUMENT_SPEC["pids"]["default"]) if pids is None else pids
     for pid in pids:
         if isinstance(pid, bool) or not isinstance(pid, int) or pid < 1:
-            raise InfoError("pids: %r is not a process ID (a positive integer)" % (pid,))
+            raise ModuleFailure("pids: %r is not a process ID (a positive integer)" % (pid,))
     units = [unit_name(u) for u in (params.get("units") or [])]
     return want, list(pids), units
 
 
-def run(params, paths=None):
-    """Read the limits; return the module result. Never changes anything."""
+def run(params, check_mode=False, paths=None, tools=None):
+    """Read the limits; return the module result or raise ModuleFailure. Never changes anything,
+    so check mode is the same run and ``tools`` is unused."""
     paths = paths or Paths()
     want, pids, units = validate(params)
+    try:
+        return _report(want, pids, units, paths)
+    except (OSError, IOError, rlimit.LimitError) as exc:
+        detail = fileops.describe(exc) if isinstance(exc, (OSError, IOError)) else str(exc)
+        raise ModuleFailure("cannot read the limits: %s" % detail)
+
+
+def _report(want, pids, units, paths):
     want_text = rlimit.format_value(want)
     processes = [_entry(pid, "PID %d" % pid, want, paths.proc) for pid in pids]
     unit_results = {}
@@ -142,6 +167,7 @@ def run(params, paths=None):
         msg = "; ".join(findings)
     return {
         "changed": False,
+        "changes": [],
         "want": want_text,
         "processes": processes,
         "pid1": pid1,

@@ -4,7 +4,14 @@
 """NVIDIA driver options (``NVreg_*``): a modprobe.d file of our own, the initramfs rebuilt
 when it changes, and a comparison with the values the driver runs with.
 
-The module gpufleet.tuning.nvidia_driver_options is a thin shell over ``run()``.
+The module gpufleet.tuning.nvidia_driver_options is a thin shell over ``ARGUMENT_SPEC`` and
+``run()``.
+
+What changed is returned as ``changes`` (records.py, area ``nvidia_options``): a file record
+for the modprobe.d file (a digest, never the text) and a value record per ``NVreg_*`` option
+whose configured value changes (before/after as the driver receives it, quotes removed; None
+where the file does not set it). The initramfs rebuild is an action, not state: ``initramfs``
+reports it and it has no record.
 
 Why the initramfs: update-initramfs and dracut copy modprobe.d into the image, and when the
 nvidia module is loaded from the initramfs those copies are what it reads; a file changed only
@@ -60,14 +67,17 @@ import os
 import re
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import container as container_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import spec as argspec
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import kernel_modules as km
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import nvidia_driver
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 
 MODULE = "nvidia"
+AREA = "nvidia_options"
 DEFAULT_FILENAME = "zz-gpufleet-nvidia.conf"
 NAME_RE = re.compile(r"^NVreg_[A-Za-z0-9_]+\Z")
 FILENAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}\.conf\Z")
@@ -81,6 +91,17 @@ SHOWN_AS = {"NVreg_RestrictProfilingToAdminUsers": "NVreg_RmProfilingAdminOnly"}
 # kernel that boots next: update-initramfs -u takes the newest installed kernel, dracut --force
 # the running one.
 INITRAMFS_TOOLS = (("update-initramfs", ["-u"]), ("dracut", ["--force"]))
+
+# The module's argument spec: the module passes it to AnsibleModule, validate() reads the
+# allowed values from it, and the tests compare it with the module's DOCUMENTATION.
+ARGUMENT_SPEC = dict(
+    options=dict(type="dict", default={}),
+    state=dict(type="str", default="present", choices=["present", "absent"]),
+    filename=dict(type="str", default=DEFAULT_FILENAME),
+    initramfs=dict(type="str", default="auto", choices=["auto"] + [tool for tool, _args in INITRAMFS_TOOLS] + ["none"]),
+    allow_risky=dict(type="bool", default=False),
+    adopt=dict(type="bool", default=False),
+)
 
 
 def _num(value):
@@ -151,8 +172,9 @@ RISKY = (
 )
 
 
-class OptionsError(ModuleFailure):
-    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
+def with_defaults(params):
+    """``params`` with every option it leaves out at its ARGUMENT_SPEC default."""
+    return argspec.with_defaults(ARGUMENT_SPEC, params)
 
 
 class Paths(object):
@@ -213,13 +235,18 @@ def check_option(name, value):
 
 def validate(params):
     """Check every input before anything is read; return ``{name: value as written}``."""
+    for name in ("state", "initramfs"):
+        choices = ARGUMENT_SPEC[name]["choices"]
+        if params.get(name) not in choices:
+            raise ModuleFailure("%s %r is not valid: use one of %s; nothing was changed"
+                                % (name, params.get(name), ", ".join(choices)))
     filename = params.get("filename")
     if not isinstance(filename, str) or not FILENAME_RE.match(filename):
-        raise OptionsError("filename %r is not valid: a file name (no directory) of letters, digits, '.', '_' "
-                           "and '-' ending in .conf (modprobe reads no other files)" % (filename,))
+        raise ModuleFailure("filename %r is not valid: a file name (no directory) of letters, digits, '.', '_' "
+                            "and '-' ending in .conf (modprobe reads no other files)" % (filename,))
     options = params.get("options") or {}
     if not isinstance(options, dict):
-        raise OptionsError("options must be a dict of NVreg_Name: value, got %s" % type(options).__name__)
+        raise ModuleFailure("options must be a dict of NVreg_Name: value, got %s" % type(options).__name__)
     if params.get("state") == "absent":
         return {}
     errors = []
@@ -245,7 +272,7 @@ def validate(params):
         except km.OptionError as exc:
             errors.append("%s=%r is not valid: %s" % (name, value, exc))
     if errors:
-        raise OptionsError("invalid options, nothing was changed: " + "; ".join(errors))
+        raise ModuleFailure("invalid options, nothing was changed: " + "; ".join(errors))
     return written
 
 
@@ -330,7 +357,7 @@ def compare(configured, running, since_boot, removed, overridden=()):
     return pending, unverified
 
 
-def choose_initramfs(choice, commands):
+def choose_initramfs(choice, tools):
     """``(tool, argv or None, note)`` for the ``initramfs`` option; raises for a named tool that
     is not installed."""
     if choice == "none":
@@ -338,12 +365,12 @@ def choose_initramfs(choice, commands):
     for tool, args in INITRAMFS_TOOLS:
         if choice not in ("auto", tool):
             continue
-        path = commands.which(tool) if commands is not None else None
+        path = tools.which(tool) if tools is not None else None
         if path:
             return tool, [path] + list(args), "found %s" % path
         if choice == tool:
-            raise OptionsError("initramfs=%s but %s is not installed (not found on PATH or in /sbin, /usr/sbin); "
-                               "nothing was changed" % (tool, tool))
+            raise ModuleFailure("initramfs=%s but %s is not installed (not found on PATH or in /sbin, /usr/sbin); "
+                                "nothing was changed" % (tool, tool))
     return None, None, ("neither update-initramfs nor dracut is installed: the initramfs (if any) is not "
                         "rebuilt, so the options apply only where the driver loads from the root filesystem")
 
@@ -363,12 +390,23 @@ def cmdline_overrides(options, proc_root):
     return found
 
 
+def change_records(changes, before_options, options):
+    """The change records of a plan (records.py): the file's (from managed_files), then one value
+    record per option whose configured value changes, as the driver receives it (quotes
+    removed; None where the file does not set it). Empty when the file does not change."""
+    if not changes:
+        return []
+    before = dict((name, nvidia_driver.unquote(value)) for name, value in before_options.items())
+    after = dict((name, nvidia_driver.unquote(value)) for name, value in options.items())
+    return records.from_managed(AREA, changes) + records.values(AREA, before, after)
+
+
 def _not_owned(exc, content, partial):
     action = "remove" if content is None else "overwrite"
-    return OptionsError("refusing to %s %s: it exists and was not written by gpufleet.tuning (no marker comment "
-                        "in its first lines), so it belongs to the distribution or an operator; nothing was "
-                        "changed: choose another filename, or set adopt: true to take it over (its whole content "
-                        "is then replaced or removed)" % (action, exc.filename), partial)
+    return ModuleFailure("refusing to %s %s: it exists and was not written by gpufleet.tuning (no marker comment "
+                         "in its first lines), so it belongs to the distribution or an operator; nothing was "
+                         "changed: choose another filename, or set adopt: true to take it over (its whole content "
+                         "is then replaced or removed)" % (action, exc.filename), partial)
 
 
 def _adopt_warning(path, text):
@@ -386,17 +424,20 @@ def _adopt_warning(path, text):
     return text
 
 
-def run(params, check_mode=False, paths=None, commands=None):
-    """Manage the options file; return the result dict or raise OptionsError."""
+def run(params, check_mode=False, paths=None, tools=None):
+    """Manage the options file; return the result dict or raise ModuleFailure.
+
+    ``tools`` (common.commands.Commands) finds and runs the initramfs tool."""
     paths = paths or Paths()
+    params = with_defaults(params)
     options = validate(params)
     adopt = params.get("adopt", False)
     if not isinstance(adopt, bool):
-        raise OptionsError("adopt must be true or false, got %r" % (adopt,))
+        raise ModuleFailure("adopt must be true or false, got %r" % (adopt,))
     risky = risky_findings(options)
     if risky and not params.get("allow_risky"):
-        raise OptionsError("refusing risky NVIDIA driver options (set allow_risky=true to apply them anyway); "
-                           "nothing was changed: " + "; ".join(risky), {"risky": risky})
+        raise ModuleFailure("refusing risky NVIDIA driver options (set allow_risky=true to apply them anyway); "
+                            "nothing was changed: " + "; ".join(risky), {"risky": risky})
     path = os.path.join(paths.modprobe_d, params["filename"])
     content = render(options)
     driver = nvidia_driver.state(paths.proc, paths.sys)
@@ -404,11 +445,12 @@ def run(params, check_mode=False, paths=None, commands=None):
     try:
         before_text = fileops.read_text(path)
     except (OSError, IOError) as exc:
-        raise OptionsError("cannot read %s, nothing was changed: %s" % (path, fileops.describe(exc)))
+        raise ModuleFailure("cannot read %s, nothing was changed: %s" % (path, fileops.describe(exc)))
     before_options = dict((name, value) for name, value in km.parse_options(before_text or "", MODULE))
     removed = dict((k, v) for k, v in before_options.items() if k not in options)
     result = {
         "changed": False,
+        "changes": [],
         "path": path,
         "options": dict((k, nvidia_driver.unquote(v)) for k, v in options.items()),
         "driver_loaded": driver["loaded"],
@@ -452,7 +494,7 @@ def run(params, check_mode=False, paths=None, commands=None):
             result["warnings"].append("%s also sets %s=%s; %s is read after it and wins"
                                       % (item["path"], item["param"], item["value"], path))
         if overriding:
-            raise OptionsError(
+            raise ModuleFailure(
                 "nothing was changed: %s; modprobe applies the file read last, so these options would not take "
                 "effect: remove them there, or choose a filename that sorts after it"
                 % "; ".join("%s sets %s=%s and is read after %s" % (i["path"], i["param"], i["value"], path)
@@ -477,16 +519,17 @@ def run(params, check_mode=False, paths=None, commands=None):
     except managed_files.NotOwned as exc:
         raise _not_owned(exc, content, dict(result))
     except (OSError, IOError) as exc:
-        raise OptionsError("cannot read %s, nothing was changed: %s" % (path, fileops.describe(exc)), dict(result))
+        raise ModuleFailure("cannot read %s, nothing was changed: %s" % (path, fileops.describe(exc)), dict(result))
     if adopt and changes and before_text is not None and not managed_files.is_owned(before_text):
         result["warnings"].append(_adopt_warning(path, before_text))
-    tool, argv, note = choose_initramfs(params["initramfs"], commands) if changes else (None, None, "file unchanged")
+    tool, argv, note = choose_initramfs(params["initramfs"], tools) if changes else (None, None, "file unchanged")
     result["initramfs"].update({"tool": tool, "command": " ".join([tool] + argv[1:]) if argv else None, "note": note})
     if changes and argv is None and params["initramfs"] == "auto":
         result["warnings"].append(note)
     result["plan"] = [c.describe() for c in changes] + ([result["initramfs"]["command"]] if argv else [])
     result["diff"] = managed_files.diff_entries(changes)
     result["changed"] = bool(changes)
+    result["changes"] = change_records(changes, before_options, options)
 
     since_boot = written_since_boot(path, paths.proc, bool(changes) and content is not None)
     overridden_names = set(item["param"] for item in result["cmdline_overrides"])
@@ -516,19 +559,20 @@ def run(params, check_mode=False, paths=None, commands=None):
     except (OSError, IOError) as exc:
         action = "remove" if content is None else "write"
         err = tx.abort("failed to %s %s: %s" % (action, path, fileops.describe(exc)))
-        raise OptionsError(err.full_message(), dict(result, changed=False))
+        raise ModuleFailure(err.full_message(), dict(result, changed=False, changes=[]))
     try:
         problem = None if fileops.read_text(path) == content else "%s does not hold the new options after the write" % path
     except (OSError, IOError) as exc:
         problem = "%s cannot be read back after the write: %s" % (path, fileops.describe(exc))
     if problem:
         err = tx.abort(problem)
-        raise OptionsError(err.full_message(), dict(result, changed=False))
+        raise ModuleFailure(err.full_message(), dict(result, changed=False, changes=[]))
     if argv:
-        outcome = commands.run(argv)
+        outcome = tools.run(argv)
         if not outcome.ok:
             err = tx.abort("rebuilding the initramfs failed, so %s was put back as it was: %s"
                            % (path, outcome.describe()))
-            raise OptionsError(err.full_message(), dict(result, changed=False, reboot_required=False, pending=[]))
+            raise ModuleFailure(err.full_message(), dict(result, changed=False, changes=[], reboot_required=False,
+                                                         pending=[]))
         result["initramfs"]["rebuilt"] = True
     return result

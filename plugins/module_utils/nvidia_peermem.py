@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """nvidia_peermem: decide whether it can work here, then load and persist it (or remove it).
 
-The module gpufleet.tuning.nvidia_peermem is a thin shell over ``run()``.
+The module gpufleet.tuning.nvidia_peermem is a thin shell over ``ARGUMENT_SPEC`` and ``run()``.
 
 Why a precheck: nvidia_peermem registers GPU memory with the RDMA stack through
 ``ib_register_peer_memory_client``, which only the ib_core of NVIDIA MLNX_OFED / DOCA-OFED
@@ -42,6 +42,14 @@ win over the persisted modprobe.d line at boot (kmod appends them last) and are 
 Files: the module writes and removes only its own two files (they carry the gpufleet.tuning
 marker); a file without the marker at one of those paths is refused with a clean message.
 
+What changed is returned as ``changes`` (records.py, area ``peermem``): a module record when
+this run loads or unloads nvidia_peermem; with a load, a value record per parameter given in
+``params`` (target ``nvidia_peermem.<param>``, before None as the module was not loaded, after
+the value it loaded with); and a file record (managed_files, a digest, never the text) per
+modules-load.d or modprobe.d file written or removed. A parameter of a module that stays
+loaded does not change without a reload (``pending``, ``restart_required``), so it has no
+value record; the persisted value is in the modprobe.d file's record.
+
 Order of work: persistence files first (a Transaction restores them), then modprobe, then a
 read-back of /sys/module; any failure undoes what this call did.
 """
@@ -51,15 +59,18 @@ from __future__ import annotations
 import os
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import container as container_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import spec as argspec
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import kernel_modules as km
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import nvidia_driver
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 
 MODULE = "nvidia_peermem"
+AREA = "peermem"
 DRIVER = "nvidia"
 PEER_SYMBOL = "ib_register_peer_memory_client"
 # Parameters nvidia_peermem takes, with the values it accepts (both read back from sysfs).
@@ -82,9 +93,20 @@ DMABUF_HINT = ("use DMA-BUF for GPUDirect RDMA instead (NVIDIA's recommended pat
                "nvidia_peermem: Linux 5.12 or later with NVIDIA's open GPU kernel modules; "
                "NCCL_DMABUF_ENABLE=1 for NCCL)")
 
+# The module's argument spec: the module passes it to AnsibleModule, validate() reads the
+# allowed values from it, and the tests compare it with the module's DOCUMENTATION.
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", default="present", choices=["present", "absent"]),
+    persist=dict(type="bool", default=True),
+    params=dict(type="dict", default={}),
+    require=dict(type="bool", default=True),
+    only_with_rdma=dict(type="bool", default=False),
+)
 
-class PeermemError(ModuleFailure):
-    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
+
+def with_defaults(params):
+    """``params`` with every option it leaves out at its ARGUMENT_SPEC default."""
+    return argspec.with_defaults(ARGUMENT_SPEC, params)
 
 
 class Paths(object):
@@ -108,11 +130,15 @@ def validate(params):
     resolved. Values are read the way the kernel reads an int parameter (0x1 and True are 1;
     floats and ``nan`` are not numbers), then must be one PARAMS accepts.
     """
+    choices = ARGUMENT_SPEC["state"]["choices"]
+    if params.get("state") not in choices:
+        raise ModuleFailure("state %r is not valid: use one of %s; nothing was changed"
+                            % (params.get("state"), ", ".join(choices)))
     wanted = {}
     given = params.get("params") or {}
     if not isinstance(given, dict):
-        raise PeermemError("params must be a dict such as {peerdirect_support: 0}, got %s"
-                           % type(given).__name__)
+        raise ModuleFailure("params must be a dict such as {peerdirect_support: 0}, got %s"
+                            % type(given).__name__)
     errors = []
     spelt = {}
     for key in sorted(given, key=str):
@@ -136,7 +162,7 @@ def validate(params):
             continue
         wanted[name] = number
     if errors:
-        raise PeermemError("invalid params, nothing was changed: " + "; ".join(errors))
+        raise ModuleFailure("invalid params, nothing was changed: " + "; ".join(errors))
     return wanted
 
 
@@ -285,6 +311,7 @@ def _base_result(facts):
     driver = facts["driver"]
     return {
         "changed": False,
+        "changes": [],
         "loaded": facts["peermem"]["loaded"],
         "needed": False,
         "reason": "",
@@ -336,16 +363,19 @@ def _same(ours, theirs):
     return nvidia_driver.same_value(ours, "" if theirs is None else theirs)
 
 
-def run(params, check_mode=False, paths=None, commands=None):
-    """Apply ``state`` for nvidia_peermem; return the result dict or raise PeermemError."""
+def run(params, check_mode=False, paths=None, tools=None):
+    """Apply ``state`` for nvidia_peermem; return the result dict or raise ModuleFailure.
+
+    ``tools`` (common.commands.Commands) finds and runs modprobe."""
     paths = paths or Paths()
+    params = with_defaults(params)
     wanted = validate(params)
     facts = gather(paths)
     result = _base_result(facts)
-    modprobe = commands.which("modprobe") if commands is not None else None
+    modprobe = tools.which("modprobe") if tools is not None else None
     if params["state"] == "absent":
-        return _run_absent(params, facts, paths, result, modprobe, commands, check_mode)
-    return _run_present(params, wanted, facts, paths, result, modprobe, commands, check_mode)
+        return _run_absent(params, facts, paths, result, modprobe, tools, check_mode)
+    return _run_present(params, wanted, facts, paths, result, modprobe, tools, check_mode)
 
 
 def _persisted(paths, result):
@@ -356,9 +386,9 @@ def _persisted(paths, result):
 
 def _not_owned(exc, partial):
     action = "remove" if "remove" in (exc.strerror or "") else "overwrite"
-    return PeermemError("refusing to %s %s: it exists and was not written by gpufleet.tuning (no marker comment in "
-                        "its first lines); nothing was changed: move it away or rename it (this module writes and "
-                        "removes only the files it created)" % (action, exc.filename), partial)
+    return ModuleFailure("refusing to %s %s: it exists and was not written by gpufleet.tuning (no marker comment in "
+                         "its first lines); nothing was changed: move it away or rename it (this module writes and "
+                         "removes only the files it created)" % (action, exc.filename), partial)
 
 
 def _plan(paths, persist, wanted, result):
@@ -368,7 +398,7 @@ def _plan(paths, persist, wanted, result):
     except managed_files.NotOwned as exc:
         raise _not_owned(exc, dict(result))
     except (OSError, IOError) as exc:
-        raise PeermemError("cannot read %s; nothing was changed" % fileops.describe(exc), dict(result))
+        raise ModuleFailure("cannot read %s; nothing was changed" % fileops.describe(exc), dict(result))
 
 
 def _warn_present(params, facts, paths, result, wanted):
@@ -401,7 +431,7 @@ def _warn_present(params, facts, paths, result, wanted):
                                   % (item["arg"], item["param"], wanted[item["param"]]))
 
 
-def _run_present(params, wanted, facts, paths, result, modprobe, commands, check_mode):
+def _run_present(params, wanted, facts, paths, result, modprobe, tools, check_mode):
     peermem = facts["peermem"]
     if params.get("only_with_rdma") and not facts["rdma_devices"]:
         result["reason"] = ("no RDMA device under /sys/class/infiniband and only_with_rdma=true: nvidia_peermem "
@@ -415,8 +445,8 @@ def _run_present(params, wanted, facts, paths, result, modprobe, commands, check
         if problems:
             message = "nvidia_peermem cannot be loaded on this node: " + "; ".join(problems)
             if params["require"]:
-                raise PeermemError(message + "; nothing was changed (require=false reports this instead "
-                                   "of failing)", dict(result, reason=message))
+                raise ModuleFailure(message + "; nothing was changed (require=false reports this instead "
+                                    "of failing)", dict(result, reason=message))
             result["reason"] = message + " (require=false: reported, nothing was changed)"
             _persisted(paths, result)
             return result
@@ -435,6 +465,7 @@ def _run_present(params, wanted, facts, paths, result, modprobe, commands, check
     result["diff"] = [diffs.values_diff(before_values, after_values, "nvidia_peermem")] + \
         managed_files.diff_entries(changes)
     result["changed"] = bool(changes) or bool(argv)
+    result["changes"] = change_records(changes, argv is not None, True, wanted)
     result["loaded"] = True
     if check_mode:
         _predict_persisted(paths, result, params["persist"])
@@ -445,11 +476,28 @@ def _run_present(params, wanted, facts, paths, result, modprobe, commands, check
         managed_files.apply(changes, tx)
     except (OSError, IOError) as exc:
         err = tx.abort("failed to write the persistence files: %s" % fileops.describe(exc))
-        raise PeermemError(err.full_message(), dict(result, changed=False, loaded=present))
+        raise ModuleFailure(err.full_message(), dict(result, changed=False, changes=[], loaded=present))
     if argv:
-        result["loaded_params"] = _load(tx, argv, wanted, facts, paths, commands, dict(result, loaded=False))
+        result["loaded_params"] = _load(tx, argv, wanted, facts, paths, tools,
+                                        dict(result, loaded=False, changes=[]))
+        result["changes"] = change_records(changes, True, True, wanted, result["loaded_params"])
     _persisted(paths, result)
     return result
+
+
+def change_records(changes, load_changes, loaded_after, wanted=None, loaded_params=None):
+    """The change records of a run (records.py), in the order of the work: the persistence
+    files' (managed_files ``changes``); then the module's, when ``load_changes`` (this run loads
+    or unloads it); on a load, a value record per parameter given in ``params``, with what
+    /sys/module shows after the load (``loaded_params``; the wanted value in check mode)."""
+    out = records.from_managed(AREA, changes)
+    if load_changes:
+        out.append(records.module_change(AREA, MODULE, not loaded_after, loaded_after))
+        if loaded_after:
+            shown = loaded_params or {}
+            for key in sorted(wanted or {}):
+                out.append(records.value(AREA, "%s.%s" % (MODULE, key), None, shown.get(key, wanted[key])))
+    return out
 
 
 def _needed_reason(facts):
@@ -488,19 +536,19 @@ def _refuse_overriding_options(paths, result, wanted):
                                   % (item["path"], item["param"], item["value"], own))
     if overriding:
         found = "; ".join("%s sets %s=%s after %s" % (i["path"], i["param"], i["value"], own) for i in overriding)
-        raise PeermemError("nothing was changed: %s; modprobe applies the file read last, so the persisted "
-                           "options would not take effect: remove them there" % found, dict(result))
+        raise ModuleFailure("nothing was changed: %s; modprobe applies the file read last, so the persisted "
+                            "options would not take effect: remove them there" % found, dict(result))
 
 
-def _load(tx, argv, wanted, facts, paths, commands, partial):
+def _load(tx, argv, wanted, facts, paths, tools, partial):
     """Run modprobe, then read /sys/module back; on any failure undo ``tx`` and raise."""
-    outcome = commands.run(argv)
+    outcome = tools.run(argv)
     if not outcome.ok:
         err = tx.abort(_modprobe_failure(outcome, facts, paths))
-        raise PeermemError(err.full_message(), dict(partial, changed=False))
+        raise ModuleFailure(err.full_message(), dict(partial, changed=False))
 
     def unload():
-        undone = commands.run([argv[0], "-r", MODULE])
+        undone = tools.run([argv[0], "-r", MODULE])
         if not undone.ok:
             raise RuntimeError(undone.describe())
 
@@ -523,7 +571,7 @@ def _load(tx, argv, wanted, facts, paths, commands, partial):
             break
     if problem:
         err = tx.abort(problem)
-        raise PeermemError(err.full_message(), dict(partial, changed=False))
+        raise ModuleFailure(err.full_message(), dict(partial, changed=False))
     return after["params"]
 
 
@@ -574,24 +622,24 @@ def _modprobe_failure(outcome, facts, paths):
     return text
 
 
-def _run_absent(params, facts, paths, result, modprobe, commands, check_mode):
+def _run_absent(params, facts, paths, result, modprobe, tools, check_mode):
     peermem = facts["peermem"]
     result["needed"] = False
     result["reason"] = "state=absent"
     if peermem["builtin"]:
-        raise PeermemError("nvidia_peermem is built into this kernel and cannot be unloaded", dict(result))
+        raise ModuleFailure("nvidia_peermem is built into this kernel and cannot be unloaded", dict(result))
     unload = peermem["loaded"]
     if unload:
         busy = km.in_use(peermem)
         if busy:
-            raise PeermemError("nvidia_peermem is in use (%s): stop what uses it (RDMA jobs holding GPU memory "
-                               "registrations) before unloading; nothing was changed" % busy, dict(result))
+            raise ModuleFailure("nvidia_peermem is in use (%s): stop what uses it (RDMA jobs holding GPU memory "
+                                "registrations) before unloading; nothing was changed" % busy, dict(result))
         if facts["container"]["detected"]:
-            raise PeermemError("nvidia_peermem cannot be unloaded from inside a container (%s): kernel modules "
-                               "belong to the host; nothing was changed" % facts["container"]["kind"], dict(result))
+            raise ModuleFailure("nvidia_peermem cannot be unloaded from inside a container (%s): kernel modules "
+                                "belong to the host; nothing was changed" % facts["container"]["kind"], dict(result))
         if modprobe is None:
-            raise PeermemError("modprobe is not installed (not found on PATH or in /sbin, /usr/sbin), so "
-                               "nvidia_peermem cannot be unloaded: install kmod; nothing was changed", dict(result))
+            raise ModuleFailure("modprobe is not installed (not found on PATH or in /sbin, /usr/sbin), so "
+                                "nvidia_peermem cannot be unloaded: install kmod; nothing was changed", dict(result))
     changes = _plan(paths, False, {}, result)
     argv = [modprobe, "-r", MODULE] if unload else None
     plan = [c.describe() for c in changes]
@@ -603,6 +651,7 @@ def _run_absent(params, facts, paths, result, modprobe, commands, check_mode):
     diff.extend(managed_files.diff_entries(changes))
     result["diff"] = diff
     result["changed"] = bool(changes) or bool(argv)
+    result["changes"] = change_records(changes, argv is not None, False)
     if check_mode:
         result["loaded"] = False
         _predict_persisted(paths, result, False)
@@ -613,15 +662,15 @@ def _run_absent(params, facts, paths, result, modprobe, commands, check_mode):
         managed_files.apply(changes, tx)
     except (OSError, IOError) as exc:
         err = tx.abort("failed to remove the persistence files: %s" % fileops.describe(exc))
-        raise PeermemError(err.full_message(), dict(result, changed=False))
+        raise ModuleFailure(err.full_message(), dict(result, changed=False, changes=[]))
     if argv:
-        outcome = commands.run(argv)
+        outcome = tools.run(argv)
         if not outcome.ok:
             err = tx.abort(outcome.describe())
-            raise PeermemError(err.full_message(), dict(result, changed=False))
+            raise ModuleFailure(err.full_message(), dict(result, changed=False, changes=[]))
         if km.module_state(MODULE, paths.proc, paths.sys)["loaded"]:
             err = tx.abort("modprobe -r nvidia_peermem exited 0 but the module is still loaded")
-            raise PeermemError(err.full_message(), dict(result, changed=False))
+            raise ModuleFailure(err.full_message(), dict(result, changed=False, changes=[]))
     result["loaded"] = False
     _persisted(paths, result)
     _warn_other_persistence(result)

@@ -33,19 +33,25 @@ import os
 import re
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import container as container_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import spec as argspec
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import nvidia_gpus
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import trust
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 
 RULE_FILE = "90-gpufleet-pcie-maxreadreq.rules"
+UDEV_RULES_D = "/etc/udev/rules.d"
 HELPER = "/usr/local/libexec/gpufleet/pcie-maxreadreq"
-DEFAULT_VENDOR = "0x10de"
-DEFAULT_CLASSES = ("0x0300", "0x0302")
 DIFF_HEADER = "PCIe Max Read Request Size"
+# The ``area`` of this module's change records (common/records.py), and the field a value
+# record of a device names after its address.
+AREA = "pcie"
+MRRS_FIELD = "max_read_request_size"
 # The helper's interpreter, first found wins: the distribution's own Python 3 (RHEL 8 keeps
 # one for system tools at /usr/libexec/platform-python when /usr/bin/python3 is not installed).
 SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/libexec/platform-python")
@@ -57,9 +63,23 @@ HELPER_FLAGS = "-IS"
 _VENDOR_RE = re.compile(r"^0x[0-9a-f]{4}\Z")
 _CLASS_RE = re.compile(r"^0x[0-9a-f]{4}(?:[0-9a-f]{2})?\Z")
 
+# The module's argument spec, read by the module, validate() and the tests (one engine
+# contract). The sizes are pci_config's (the MRRS encodings), the default selection
+# nvidia_gpus' (NVIDIA's vendor ID, the VGA and 3D controller classes).
+ARGUMENT_SPEC = dict(
+    size=dict(type="int", default=4096, choices=list(pci_config.SIZES)),
+    devices=dict(type="list", elements="str", default=[]),
+    vendor=dict(type="raw", default=nvidia_gpus.NVIDIA_VENDOR),
+    classes=dict(type="list", elements="raw", default=list(nvidia_gpus.GPU_CLASSES)),
+    include_bridges=dict(type="bool", default=False),
+    persist=dict(type="bool", default=True),
+    allow_in_container=dict(type="bool", default=False),
+)
 
-class PcieError(ModuleFailure):
-    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
+
+def with_defaults(params):
+    """``params`` with every option it leaves out at its ARGUMENT_SPEC default."""
+    return argspec.with_defaults(ARGUMENT_SPEC, params)
 
 
 class NoInterpreter(OSError):
@@ -74,25 +94,23 @@ def system_interpreter(candidates=SYSTEM_PYTHONS):
     return None
 
 
-class Paths(object):
-    """Where the module reads and writes; tests point these into a temp dir.
+class Paths:
+    """Where the module reads and writes, all under ``root`` (/ on a node; a temp tree in tests).
 
-    ``interpreters``: where the helper's Python is looked for (``interpreter`` names a single
-    one). ``trust_root``: the top of the tree trust.py checks (default: the directory holding
-    both the helper and the rules directory, / on a node); ``trusted_uid``: who must own it.
+    ``interpreters``: where the helper's Python is looked for (SYSTEM_PYTHONS under ``root``).
+    ``trust_root``: the top of the tree trust.py checks (the directory holding both the helper
+    and the rules directory, / on a node); ``trusted_uid``: who must own it (root).
     """
 
-    def __init__(self, sysfs=pci_config.SYSFS, udev_rules_d="/etc/udev/rules.d", helper=HELPER,
-                 proc="/proc", root="/", interpreter=None, interpreters=SYSTEM_PYTHONS, trust_root=None,
-                 trusted_uid=0):
-        self.sysfs = sysfs
-        self.udev_rules_d = udev_rules_d
-        self.helper = helper
-        self.proc = proc
+    def __init__(self, root="/"):
         self.root = root
-        self.interpreters = (interpreter,) if interpreter else tuple(interpreters)
-        self.trust_root = trust_root or trust.common_root(helper, udev_rules_d)
-        self.trusted_uid = trusted_uid
+        self.proc = os.path.join(root, "proc")
+        self.sysfs = os.path.join(root, pci_config.SYSFS.lstrip("/"))
+        self.udev_rules_d = os.path.join(root, UDEV_RULES_D.lstrip("/"))
+        self.helper = os.path.join(root, HELPER.lstrip("/"))
+        self.interpreters = tuple(os.path.join(root, python.lstrip("/")) for python in SYSTEM_PYTHONS)
+        self.trust_root = trust.common_root(self.helper, self.udev_rules_d)
+        self.trusted_uid = 0
 
     @property
     def rule(self):
@@ -112,7 +130,7 @@ def _vendor(value, errors):
     if isinstance(value, str) and _VENDOR_RE.match(value.strip().lower()):
         return value.strip().lower()
     errors.append("vendor %r is not valid: a PCI vendor ID written 0x and 4 hex digits, e.g. "
-                  "'0x10de' for NVIDIA (quote it in YAML)" % (value,))
+                  "%r for NVIDIA (quote it in YAML)" % (value, nvidia_gpus.NVIDIA_VENDOR))
     return None
 
 
@@ -129,6 +147,7 @@ def _class(value, errors):
 
 def validate(params):
     """Check every option before anything is read or written; return the normalized spec."""
+    params = with_defaults(params)
     errors = []
     size = params.get("size")
     try:
@@ -148,10 +167,10 @@ def validate(params):
             continue
         if bdf not in devices:
             devices.append(bdf)
-    vendor = _vendor(params.get("vendor", DEFAULT_VENDOR), errors)
+    vendor = _vendor(params["vendor"], errors)
     raw_classes = params.get("classes")
     if raw_classes is None:
-        raw_classes = list(DEFAULT_CLASSES)
+        raw_classes = list(nvidia_gpus.GPU_CLASSES)
     if not isinstance(raw_classes, list):
         raw_classes = [raw_classes]
     classes = []
@@ -161,16 +180,16 @@ def validate(params):
             classes.append(value)
     if not devices and not raw_classes:
         errors.append("classes is empty: name at least one PCI class (the default is %s) or "
-                      "list the devices" % ", ".join(DEFAULT_CLASSES))
+                      "list the devices" % ", ".join(nvidia_gpus.GPU_CLASSES))
     if errors:
-        raise PcieError("invalid options, nothing was read or changed: " + "; ".join(errors))
+        raise ModuleFailure("invalid options, nothing was read or changed: " + "; ".join(errors))
     return {
         "size": size,
         "devices": devices,
         "vendor": vendor,
         "classes": classes,
         "include_bridges": bool(params.get("include_bridges")),
-        "persist": bool(params.get("persist", True)),
+        "persist": bool(params["persist"]),
         "allow_in_container": bool(params.get("allow_in_container")),
     }
 
@@ -189,8 +208,8 @@ def select(sysfs, spec):
     if spec["devices"]:
         missing = [bdf for bdf in spec["devices"] if not pci_config.exists(sysfs, bdf)]
         if missing:
-            raise PcieError("no PCI device %s under %s; nothing was changed"
-                            % (", ".join(missing), pci_config.devices_dir(sysfs)))
+            raise ModuleFailure("no PCI device %s under %s; nothing was changed"
+                                % (", ".join(missing), pci_config.devices_dir(sysfs)))
         chosen = list(spec["devices"])
     else:
         chosen = []
@@ -267,8 +286,8 @@ def helper_source():
     loader = getattr(pci_config, "__loader__", None)
     source = loader.get_source(pci_config.__name__) if loader is not None else None
     if not source:
-        raise PcieError("cannot read the source of module_utils/hw/pci_config.py to build the "
-                        "boot helper; use persist=false or report this")
+        raise ModuleFailure("cannot read the source of module_utils/hw/pci_config.py to build the "
+                            "boot helper; use persist=false or report this")
     return source
 
 
@@ -386,8 +405,19 @@ def _partial(result, entries):
             "skipped_keys": result["skipped_keys"]}
 
 
-def run(params, check_mode=False, paths=None):
-    """Set MRRS on the selected devices and keep the udev persistence; return the result dict."""
+def _records(entries, file_changes):
+    """A value record per device whose MRRS this run set (or would set), in bytes, then the
+    helper and rule files: ``0000:41:00.0 max_read_request_size`` from ``512`` to ``4096``."""
+    changed = [records.value(AREA, "%s %s" % (e["bdf"], MRRS_FIELD), e["mrrs_before"], e["mrrs_after"])
+               for e in entries if e["changed"]]
+    return changed + records.from_managed(AREA, file_changes)
+
+
+def run(params, check_mode=False, paths=None, tools=None):
+    """Set MRRS on the selected devices and keep the udev persistence; return the result dict.
+
+    ``tools`` (the command runner every engine takes) is not used: sysfs needs no binary.
+    """
     paths = paths or Paths()
     spec = validate(params)
     container = container_mod.detect(proc_root=paths.proc, root=paths.root)
@@ -416,7 +446,7 @@ def run(params, check_mode=False, paths=None):
             if not guarded:
                 if isinstance(exc, managed_files.NotOwned):
                     raise
-                raise PcieError(_persist_refusal(exc), {
+                raise ModuleFailure(_persist_refusal(exc), {
                     "devices": entries, "container": container, "size": spec["size"],
                     "skipped_keys": skipped_keys})
             file_problem = exc
@@ -445,15 +475,15 @@ def run(params, check_mode=False, paths=None):
     }
 
     if planned and guarded:
-        raise PcieError(container_mod.refusal(
+        raise ModuleFailure(container_mod.refusal(
             ["set MRRS %d on %s" % (spec["size"], ", ".join(e["bdf"] for e, _cap in planned))], container,
             "PCI config space and udev"), _partial(result, entries))
     blocked = [e for e, _cap in planned if not pci_config.writable(paths.sysfs, e["bdf"])]
     if blocked:
         hint = ("read-only here: this looks like a container, whose /sys is the host's"
                 if container["detected"] else "not writable: needs root and a read-write /sys")
-        raise PcieError("config space of %s is %s; nothing was changed"
-                        % (", ".join(_label(e) for e in blocked), hint), _partial(result, entries))
+        raise ModuleFailure("config space of %s is %s; nothing was changed"
+                            % (", ".join(_label(e) for e in blocked), hint), _partial(result, entries))
 
     tx = Transaction()
     for entry, cap in planned:
@@ -467,7 +497,7 @@ def run(params, check_mode=False, paths=None):
             old, new = pci_config.set_mrrs(paths.sysfs, entry["bdf"], cap, spec["size"])
         except (OSError, IOError, pci_config.PciError) as exc:
             err = tx.abort(_describe_failure(entry, exc, paths.sysfs))
-            raise PcieError(err.full_message(), _partial(result, entries))
+            raise ModuleFailure(err.full_message(), _partial(result, entries))
         tx.record("MRRS of %s" % entry["bdf"], _undo(paths.sysfs, entry["bdf"], cap, entry["mrrs_before"]))
         entry["devctl_before"] = "0x%04x" % old  # the word as read right before the write
         entry["devctl_after"] = "0x%04x" % new
@@ -479,12 +509,13 @@ def run(params, check_mode=False, paths=None):
         except (OSError, IOError) as exc:
             err = tx.abort("failed to write %s: %s" % (getattr(exc, "filename", None) or paths.rule,
                                                        exc.strerror or exc))
-            raise PcieError(err.full_message(), _partial(result, entries))
+            raise ModuleFailure(err.full_message(), _partial(result, entries))
 
     before = dict(("%s MRRS" % e["bdf"], e["mrrs_before"]) for e in entries if e["mrrs_before"] is not None)
     after = dict(("%s MRRS" % e["bdf"], e["mrrs_after"]) for e in entries if e["mrrs_after"] is not None)
     result["diff"] = [diffs.values_diff(before, after, DIFF_HEADER)] + managed_files.diff_entries(file_changes)
     result["changed"] = any(e["changed"] for e in entries) or bool(file_changes)
+    result["changes"] = _records(entries, file_changes)
     result["warnings"] = ["%s left alone: %s" % (bdf, result["skipped_keys"][bdf]) for bdf in sorted(result["skipped_keys"])]
     return result
 

@@ -24,7 +24,6 @@ Four rules this engine keeps, each learnt from a defect:
 
 from __future__ import annotations
 
-import copy
 import errno
 import json
 import os
@@ -32,15 +31,20 @@ import re
 import stat
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import container as container_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import spec as argspec
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
+SYSCTL_D = "/etc/sysctl.d"
 STATE_DIR = "/var/lib/gpufleet-tuning/sysctl"
+# The ``area`` of this module's change records (common/records.py).
+AREA = "sysctl"
 
 # The module's argument spec, read by the module and by the tests (one engine contract).
 ARGUMENT_SPEC = dict(
@@ -59,25 +63,18 @@ ARGUMENT_SPEC = dict(
 
 def with_defaults(params):
     """``params`` with every option it leaves out at its ARGUMENT_SPEC default."""
-    full = dict((key, copy.deepcopy(spec.get("default"))) for key, spec in ARGUMENT_SPEC.items())
-    full.update(params)
-    return full
+    return argspec.with_defaults(ARGUMENT_SPEC, params)
 
 
-class ProfileError(ModuleFailure):
-    """A failure of this module, with what was learnt so far (see outcome.ModuleFailure)."""
+class Paths:
+    """Where the profile reads and writes, all under ``root`` (/ on a node; a temp tree in tests)."""
 
-
-class Paths(object):
-    """Where the profile reads and writes; tests point these into a temp dir."""
-
-    def __init__(self, proc_sys=sysctl.PROC_SYS, sysctl_d="/etc/sysctl.d", state_dir=STATE_DIR,
-                 proc="/proc", root="/"):
-        self.proc_sys = proc_sys
-        self.sysctl_d = sysctl_d
-        self.state_dir = state_dir
-        self.proc = proc
+    def __init__(self, root="/"):
         self.root = root
+        self.proc = os.path.join(root, "proc")
+        self.proc_sys = os.path.join(root, sysctl.PROC_SYS.lstrip("/"))
+        self.sysctl_d = os.path.join(root, SYSCTL_D.lstrip("/"))
+        self.state_dir = os.path.join(root, STATE_DIR.lstrip("/"))
 
 
 def profile_filename(name, priority):
@@ -125,17 +122,17 @@ def validate(params):
     """Check every input before anything is read or written; return {key: normalized}."""
     name = params.get("name")
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        raise ProfileError("name %r is not valid: use 1-64 of a-z, 0-9, '_' and '-', starting "
-                           "with a letter or digit (it becomes part of a file name)" % (name,))
+        raise ModuleFailure("name %r is not valid: use 1-64 of a-z, 0-9, '_' and '-', starting "
+                            "with a letter or digit (it becomes part of a file name)" % (name,))
     priority = params.get("priority")
     if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 99:
-        raise ProfileError("priority %r is not valid: an integer from 0 to 99 (the NN in "
-                           "/etc/sysctl.d/NN-gpufleet-NAME.conf)" % (priority,))
+        raise ModuleFailure("priority %r is not valid: an integer from 0 to 99 (the NN in "
+                            "/etc/sysctl.d/NN-gpufleet-NAME.conf)" % (priority,))
     settings = params.get("settings") or {}
     if not isinstance(settings, dict):
-        raise ProfileError("settings must be a dict of key: value, got %s" % type(settings).__name__)
+        raise ModuleFailure("settings must be a dict of key: value, got %s" % type(settings).__name__)
     if params.get("state") == "present" and not settings:
-        raise ProfileError("settings is empty: state=present needs at least one key")
+        raise ModuleFailure("settings is empty: state=present needs at least one key")
     errors = []
     raise_only = params.get("raise_only")
     if raise_only is None:
@@ -161,33 +158,34 @@ def validate(params):
         except sysctl.SysctlError as exc:
             errors.append("value for %s: %s" % (key, exc))
     if errors:
-        raise ProfileError("invalid settings, nothing was changed: " + "; ".join(errors))
+        raise ModuleFailure("invalid settings, nothing was changed: " + "; ".join(errors))
     return desired, frozenset(raise_only)
 
 
 # --- the state file: data, validated before use ---------------------------------------------
 
 def _load_state(path, name):
-    """The remembered originals ``{key: value}``; ProfileError naming the file and the entry
-    when it is not exactly what this module writes (a state file is data, not instructions:
-    its keys become /proc/sys paths and its values are written to the kernel)."""
+    """``(originals, text)``: the remembered originals ``{key: value}`` and the file's text
+    (None: absent); ModuleFailure naming the file and the entry when it is not exactly what
+    this module writes (a state file is data, not instructions: its keys become /proc/sys
+    paths and its values are written to the kernel)."""
     try:
         text = fileops.read_text(path)
     except (OSError, IOError) as exc:
-        raise ProfileError("cannot read the state file: %s; nothing was changed" % fileops.describe(exc))
+        raise ModuleFailure("cannot read the state file: %s; nothing was changed" % fileops.describe(exc))
     if text is None:
-        return {}
+        return {}, None
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ProfileError("state file %s is not valid JSON (%s); move it aside to continue, "
-                           "nothing was changed" % (path, exc))
+        raise ModuleFailure("state file %s is not valid JSON (%s); move it aside to continue, "
+                            "nothing was changed" % (path, exc))
     if not isinstance(data, dict) or not isinstance(data.get("originals"), dict):
-        raise ProfileError("state file %s is not a JSON object with an 'originals' map; move it "
-                           "aside to continue, nothing was changed" % path)
+        raise ModuleFailure("state file %s is not a JSON object with an 'originals' map; move it "
+                            "aside to continue, nothing was changed" % path)
     if data.get("profile", name) != name:
-        raise ProfileError("state file %s belongs to profile %r, not %r; move it aside to "
-                           "continue, nothing was changed" % (path, data.get("profile"), name))
+        raise ModuleFailure("state file %s belongs to profile %r, not %r; move it aside to "
+                            "continue, nothing was changed" % (path, data.get("profile"), name))
     bad = []
     for key, value in sorted(data["originals"].items()):
         reason = sysctl.validate_key(key)
@@ -198,13 +196,32 @@ def _load_state(path, name):
         if reason:
             bad.append("%s: value %r %s" % (key, value, reason))
     if bad:
-        raise ProfileError("state file %s has entries this module never writes: %s; it is not "
-                           "used (fix or move it aside), nothing was changed" % (path, "; ".join(bad)))
-    return dict(data["originals"])
+        raise ModuleFailure("state file %s has entries this module never writes: %s; it is not "
+                            "used (fix or move it aside), nothing was changed" % (path, "; ".join(bad)))
+    return dict(data["originals"]), text
 
 
 def _dump_state(name, originals):
     return json.dumps({"profile": name, "originals": originals}, indent=2, sort_keys=True) + "\n"
+
+
+class _State:
+    """This profile's state file: the originals it holds, as read, and the text it would hold."""
+
+    def __init__(self, path, name):
+        self.path = path
+        self.name = name
+        self.originals, self.text = _load_state(path, name)
+
+    def render(self, originals):
+        """The file's text for ``originals``; None (no file) when there are none."""
+        return _dump_state(self.name, originals) if originals else None
+
+    def record(self, originals):
+        """The change record of the state file when it goes from what was read to ``originals``."""
+        if originals == self.originals:
+            return []
+        return [records.file_change(AREA, self.path, self.text, self.render(originals))]
 
 
 # --- this profile's files in sysctl.d ------------------------------------------------------
@@ -295,12 +312,12 @@ def _refusal(entry, action):
 
 
 def _check_ownership(plan, adopt, container):
-    """ProfileError (nothing written yet) for any planned file change on a file not ours."""
+    """ModuleFailure (nothing written yet) for any planned file change on a file not ours."""
     if adopt:
         return
     refused = [reason for reason in (_refusal(entry, action) for entry, action in plan) if reason]
     if refused:
-        raise ProfileError("; ".join(refused) + "; nothing was changed", {"container": container})
+        raise ModuleFailure("; ".join(refused) + "; nothing was changed", {"container": container})
 
 
 # --- apply and roll back ---------------------------------------------------------------------
@@ -387,6 +404,16 @@ def _change_file(steps, entry, path, content):
     fileops.replace(steps, path, content)
 
 
+def _file_record(entry, path, content):
+    """The change record of one file of this profile going from ``entry`` (None: absent) to
+    ``content`` (None: removed); a symlink removed or replaced shows as its link."""
+    if entry is not None and entry.link is not None and (content is None or entry.problem is not None):
+        before = {"link": entry.link}
+        after = records.file_state(content)
+        return records.record(AREA, "file", path, before, after)
+    return records.file_change(AREA, path, entry.text if entry is not None else None, content)
+
+
 def _read_after(keys, root):
     """Values of ``keys`` as they are now, for the result of a failed run (None: unreadable)."""
     found = {}
@@ -435,26 +462,26 @@ def _write_key(key, old, new, root, steps):
 
 # --- the run ----------------------------------------------------------------------------------
 
-def run(params, check_mode=False, paths=None):
-    """Apply (or remove) one profile; return the module result dict or raise ProfileError."""
+def run(params, check_mode=False, paths=None, tools=None):
+    """Apply (or remove) one profile; return the module result dict or raise ModuleFailure.
+
+    ``tools`` (the command runner every engine takes) is not used: /proc/sys needs no binary.
+    """
     paths = paths or Paths()
     params = with_defaults(params)
     desired, raise_only = validate(params)
     name = params["name"]
     container = container_mod.detect(proc_root=paths.proc, root=paths.root)
     conf_path = os.path.join(paths.sysctl_d, profile_filename(name, params["priority"]))
-    state_path = os.path.join(paths.state_dir, "%s.json" % name)
-    originals = _load_state(state_path, name)
+    state = _State(os.path.join(paths.state_dir, "%s.json" % name), name)
     try:
         entries = _profile_entries(paths, name, conf_path)
     except (OSError, IOError) as exc:
-        raise ProfileError("cannot read this profile's files: %s; nothing was changed" % fileops.describe(exc),
-                           {"container": container})
+        raise ModuleFailure("cannot read this profile's files: %s; nothing was changed" % fileops.describe(exc),
+                            {"container": container})
     if params["state"] == "absent":
-        return _run_absent(params, desired, paths, conf_path, state_path, originals, entries, container,
-                           check_mode)
-    return _run_present(params, desired, raise_only, paths, conf_path, state_path, originals, entries,
-                        container, check_mode)
+        return _run_absent(params, desired, paths, conf_path, state, entries, container, check_mode)
+    return _run_present(params, desired, raise_only, paths, conf_path, state, entries, container, check_mode)
 
 
 def _missing_reason(key, paths, container, host_wide_skip):
@@ -492,7 +519,7 @@ def _read_current(keys, paths, container, host_wide_skip, skipped):
         except sysctl.SysctlError as exc:
             errors.append(str(exc))
     if errors:
-        raise ProfileError("nothing was changed: " + "; ".join(errors), {"container": container})
+        raise ModuleFailure("nothing was changed: " + "; ".join(errors), {"container": container})
     return before
 
 
@@ -512,8 +539,7 @@ def _effective(key, current, wanted, raise_only):
     return effective, kept or None, None
 
 
-def _run_present(params, desired, raise_only, paths, conf_path, state_path, originals, entries, container,
-                 check_mode):
+def _run_present(params, desired, raise_only, paths, conf_path, state, entries, container, check_mode):
     root = paths.proc_sys
     skipped = {}
     host_wide_skip = params["host_wide"] == "skip"
@@ -549,7 +575,7 @@ def _run_present(params, desired, raise_only, paths, conf_path, state_path, orig
         elif kept:
             kept_higher[key] = {"wanted": desired[key], "effective": value, "fields": kept}
     if errors:
-        raise ProfileError("nothing was changed: " + "; ".join(errors), {"before": before, "container": container})
+        raise ModuleFailure("nothing was changed: " + "; ".join(errors), {"before": before, "container": container})
 
     to_write = [k for k in sorted(effective) if k not in skipped and before[k] != effective[k]]
     if params["apply"]:
@@ -565,7 +591,7 @@ def _run_present(params, desired, raise_only, paths, conf_path, state_path, orig
             else:
                 blocked.append("%s (%s)" % (key, reason))
         if blocked:
-            raise ProfileError(
+            raise ModuleFailure(
                 "cannot write %s; nothing was changed (use on_unwritable=skip to leave such keys "
                 "alone and report them)" % ", ".join(blocked),
                 {"before": before, "container": container})
@@ -606,7 +632,7 @@ def _run_present(params, desired, raise_only, paths, conf_path, state_path, orig
     def remembered(written):
         """The originals with each key this run writes for the first time added: only the
         values the profile replaces are remembered (state=absent puts back exactly those)."""
-        found = dict(originals)
+        found = dict(state.originals)
         for key in written:
             found.setdefault(key, before[key])
         return found
@@ -639,8 +665,8 @@ def _run_present(params, desired, raise_only, paths, conf_path, state_path, orig
                 _change_file(steps, conf_entry, conf_path, file_after)
             for entry in stale:
                 _change_file(steps, entry, entry.path, None)
-            if new_originals != originals:
-                fileops.replace(steps, state_path, _dump_state(params["name"], new_originals) if new_originals else None)
+            if new_originals != state.originals:
+                fileops.replace(steps, state.path, state.render(new_originals))
         except _Failed as exc:
             raise _rolled_back(steps, str(exc), result, paths)
         except sysctl.SysctlError as exc:
@@ -654,11 +680,16 @@ def _run_present(params, desired, raise_only, paths, conf_path, state_path, orig
     for entry in stale:
         diff.append(diffs.file_diff(entry.path, entry.text if entry.text is not None else "-> %s\n" % entry.link, None))
     result["persisted"] = file_after is not None
-    result["changed"] = bool(result["changed_keys"]) or file_changed or bool(stale) or new_originals != originals
+    result["changed"] = bool(result["changed_keys"]) or file_changed or bool(stale) or new_originals != state.originals
     if not params["apply"] and params["persist"]:
         # Values only in the file take effect at the next boot (or `sysctl --system`).
         result["reboot_required"] = any(before.get(k) != v for k, v in persisted_values.items())
     result["diff"] = diff
+    changes = records.values(AREA, before, result["after"])
+    if file_changed:
+        changes.append(_file_record(conf_entry, conf_path, file_after))
+    changes.extend(_file_record(entry, entry.path, None) for entry in stale)
+    result["changes"] = changes + state.record(new_originals)
     return result
 
 
@@ -668,10 +699,11 @@ def _rolled_back(steps, message, result, paths):
     result["after"] = _read_after(sorted(result["before"]), paths.proc_sys)
     result["changed_keys"] = []
     result["rollback_errors"] = rollback_errors
-    return ProfileError(text, result)
+    return ModuleFailure(text, result)
 
 
-def _run_absent(params, desired, paths, conf_path, state_path, originals, entries, container, check_mode):
+def _run_absent(params, desired, paths, conf_path, state, entries, container, check_mode):
+    originals = state.originals
     root = paths.proc_sys
     _check_ownership([(entry, "remove" if not desired else "edit") for entry in entries],
                      params["adopt"], container)
@@ -680,10 +712,10 @@ def _run_absent(params, desired, paths, conf_path, state_path, originals, entrie
         managed.update(file_settings(entry.text))
     unknown = sorted(k for k in desired if k not in managed)
     if unknown:
-        raise ProfileError("cannot remove %s from profile %s: not part of it (it manages: %s); "
-                           "nothing was changed" % (", ".join(unknown), params["name"],
-                                                    ", ".join(sorted(managed)) or "nothing"),
-                           {"container": container})
+        raise ModuleFailure("cannot remove %s from profile %s: not part of it (it manages: %s); "
+                            "nothing was changed" % (", ".join(unknown), params["name"],
+                                                     ", ".join(sorted(managed)) or "nothing"),
+                            {"container": container})
     keys = sorted(desired) if desired else sorted(managed)
     subset = bool(desired)
 
@@ -707,9 +739,9 @@ def _run_absent(params, desired, paths, conf_path, state_path, originals, entrie
         if ok:
             continue
         if params["on_unwritable"] != "skip":
-            raise ProfileError("cannot restore %s (%s); nothing was changed (use on_unwritable=skip to "
-                               "leave it and keep its remembered value)" % (key, reason),
-                               {"before": before, "container": container})
+            raise ModuleFailure("cannot restore %s (%s); nothing was changed (use on_unwritable=skip to "
+                                "leave it and keep its remembered value)" % (key, reason),
+                                {"before": before, "container": container})
         skipped[key] = "cannot be written here: %s; currently %s, remembered %s (kept in the state file)" % (
             reason, before[key], restore[key])
         to_write.remove(key)
@@ -771,7 +803,7 @@ def _run_absent(params, desired, paths, conf_path, state_path, originals, entrie
             for entry, new in file_plan:
                 _change_file(steps, entry, entry.path, new)
             if remaining != originals:
-                fileops.replace(steps, state_path, _dump_state(params["name"], remaining) if remaining else None)
+                fileops.replace(steps, state.path, state.render(remaining))
         except _Failed as exc:
             raise _rolled_back(steps, "failed to remove profile %s: %s" % (params["name"], exc), result, paths)
         except sysctl.SysctlError as exc:
@@ -788,4 +820,7 @@ def _run_absent(params, desired, paths, conf_path, state_path, originals, entrie
     result["persisted"] = conf_after.get(conf_path) is not None
     result["changed"] = bool(result["changed_keys"]) or bool(file_plan) or remaining != originals
     result["diff"] = diff
+    changes = records.values(AREA, before, result["after"])
+    changes.extend(_file_record(entry, entry.path, new) for entry, new in file_plan)
+    result["changes"] = changes + state.record(remaining)
     return result

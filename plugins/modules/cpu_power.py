@@ -135,6 +135,10 @@ notes:
     make it agree or disable it, or the values will change behind this module's back.
   - The boot unit runs after module loading and udev's coldplug; a cpufreq driver that
     registers later than that is not covered until the script runs again.
+  - RV(changes) names an idle state change C(cpuLIST/stateK (NAME\) disable) and a cpufreq one
+    C(policyLIST/scaling_governor) or C(policyLIST/energy_performance_preference), LIST in the
+    kernel's range form (C(0-3,8)); one record covers the CPUs or policies that had the same
+    value before and got the same after, so a revert writes its C(before) back to each.
 seealso:
   - name: CPU idle time management (kernel documentation)
     description: The cpuidle sysfs interface, including the per-state disable files.
@@ -166,7 +170,49 @@ EXAMPLES = r"""
     allow_in_container: true
 """
 
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
+# same text in every module of this collection; keep the copies equal.
 RETURN = r"""
+changes:
+  description:
+    - What this run changed (in check mode, what it would change) as records for programs to
+      read (the closing summary, reports, a fleet revert); C(diff) shows the same for people.
+    - One record per value, file, kernel module or service; empty when nothing changed, so
+      C(changed) is true exactly when this list is not empty. A module that only reads always
+      returns an empty list.
+    - A failed run returns no records; what it had applied was restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    area:
+      description: The part of the tuning (C(sysctl), C(pcie), C(cpu_power), C(lxc_memlock),
+        C(peermem), C(nvidia_options), C(kernel_cmdline)).
+      type: str
+    kind:
+      description: V(value), V(file), V(module) or V(service).
+      type: str
+    target:
+      description: The key, file path, PCI address, kernel module or unit.
+      type: str
+    before:
+      description:
+        - What this run found; null when absent or unknown.
+        - A value is its text. A file is C(sha256), C(size) and C(mode), never its content
+          (config files can hold secrets). A kernel module is V(loaded) or V(not loaded), a
+          service a state word such as V(enabled).
+      type: raw
+    after:
+      description: What this run left (in check mode, would leave), in the form of C(before).
+      type: raw
+  sample:
+    - {"area": "cpu_power", "kind": "value", "target": "cpu0-191/state3 (C6) disable", "before": "0", "after": "1"}
+    - {"area": "cpu_power", "kind": "value", "target": "policy0-191/scaling_governor", "before": "powersave",
+       "after": "performance"}
+    - {"area": "cpu_power", "kind": "file", "target": "/usr/local/sbin/gpufleet-cpu-power", "before": null,
+       "after": {"sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "size": 3012, "mode": "0755"}}
+    - {"area": "cpu_power", "kind": "file", "target": "/etc/systemd/system/multi-user.target.wants/gpufleet-cpu-power.service",
+       "before": null, "after": {"link": "../gpufleet-cpu-power.service"}}
 idle_driver:
   description: The cpuidle driver (C(intel_idle), C(acpi_idle), C(none)), null without cpuidle.
   returned: always
@@ -317,22 +363,14 @@ reboot_required:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            max_idle_latency_us=dict(type="int"),
-            enable_within_bound=dict(type="bool", default=False),
-            governor=dict(type="str"),
-            energy_performance_preference=dict(type="str"),
-            persist=dict(type="bool", default=True),
-            allow_in_container=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-    outcome.finish(module, lambda: cpu_power.run(module.params, check_mode=module.check_mode))
+    module = AnsibleModule(argument_spec=cpu_power.ARGUMENT_SPEC, supports_check_mode=True)
+    outcome.finish(module, lambda: cpu_power.run(module.params, module.check_mode, cpu_power.Paths(),
+                                                 commands.Commands(module)))
 
 
 if __name__ == "__main__":

@@ -136,6 +136,12 @@ options:
     type: bool
     default: false
 notes:
+  - "RV(changes) holds a file record per configuration file written (C(/etc/default/grub), a
+    grub.d file, C(/etc/kernel/cmdline)) and a value record per argument key of O(present) or
+    O(absent) whose configured arguments change (target the key, such as C(iommu); before and
+    after the arguments of that key as configured, such as C(iommu=pt), several joined by a
+    space, null when the key is not set). The refresh command is an action and has no record;
+    RV(refresh_command) reports it."
   - RHEL-family systems (grubby, BLS entries) and systemd's own kernel-install are not handled.
   - An argument already in the configuration that is harmful on this machine is not removed
     unless listed in O(absent); a warning names it.
@@ -182,7 +188,47 @@ EXAMPLES = r"""
   when: cmdline.reboot_required
 """
 
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
+# same text in every module of this collection; keep the copies equal.
 RETURN = r"""
+changes:
+  description:
+    - What this run changed (in check mode, what it would change) as records for programs to
+      read (the closing summary, reports, a fleet revert); C(diff) shows the same for people.
+    - One record per value, file, kernel module or service; empty when nothing changed, so
+      C(changed) is true exactly when this list is not empty. A module that only reads always
+      returns an empty list.
+    - A failed run returns no records; what it had applied was restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    area:
+      description: The part of the tuning (C(sysctl), C(pcie), C(cpu_power), C(lxc_memlock),
+        C(peermem), C(nvidia_options), C(kernel_cmdline)).
+      type: str
+    kind:
+      description: V(value), V(file), V(module) or V(service).
+      type: str
+    target:
+      description: The key, file path, PCI address, kernel module or unit.
+      type: str
+    before:
+      description:
+        - What this run found; null when absent or unknown.
+        - A value is its text. A file is C(sha256), C(size) and C(mode), never its content
+          (config files can hold secrets). A kernel module is V(loaded) or V(not loaded), a
+          service a state word such as V(enabled).
+      type: raw
+    after:
+      description: What this run left (in check mode, would leave), in the form of C(before).
+      type: raw
+  sample:
+    - {"area": "kernel_cmdline", "kind": "file", "target": "/etc/default/grub",
+       "before": {"sha256": "9f2c...", "size": 1214, "mode": "0644"},
+       "after": {"sha256": "4b7e...", "size": 1223, "mode": "0644"}}
+    - {"area": "kernel_cmdline", "kind": "value", "target": "iommu", "before": null, "after": "iommu=pt"}
+    - {"area": "kernel_cmdline", "kind": "value", "target": "quiet", "before": "quiet", "after": null}
 bootloader:
   description: The boot loader configuration used, grub or systemd-boot (null when none is edited; RV(msg) says why).
   returned: always
@@ -308,20 +354,9 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outc
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            present=dict(type="list", elements="str", default=[]),
-            absent=dict(type="list", elements="str", default=[]),
-            present_by_cpu_vendor=dict(type="dict", default={}),
-            bootloader=dict(type="str", default="auto", choices=list(kernel_cmdline.BOOTLOADERS)),
-            on_harmful=dict(type="str", default="fail", choices=list(kernel_cmdline.HARMFUL_ACTIONS)),
-            force=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-
-    outcome.finish(module, lambda: kernel_cmdline.run(module.params, check_mode=module.check_mode,
-                                                      paths=kernel_cmdline.Paths(), tools=commands.Commands(module)))
+    module = AnsibleModule(argument_spec=kernel_cmdline.ARGUMENT_SPEC, supports_check_mode=True)
+    outcome.finish(module, lambda: kernel_cmdline.run(module.params, module.check_mode, kernel_cmdline.Paths(),
+                                                      commands.Commands(module)))
 
 
 if __name__ == "__main__":

@@ -106,7 +106,47 @@ EXAMPLES = r"""
     msg: "{{ containers.containers | rejectattr('selected') | map(attribute='reason') | list }}"
 """
 
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
+# same text in every module of this collection; keep the copies equal.
 RETURN = r"""
+changes:
+  description:
+    - What this run changed (in check mode, what it would change) as records for programs to
+      read (the closing summary, reports, a fleet revert); C(diff) shows the same for people.
+    - One record per value, file, kernel module or service; empty when nothing changed, so
+      C(changed) is true exactly when this list is not empty. A module that only reads always
+      returns an empty list.
+    - A failed run returns no records; what it had applied was restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    area:
+      description: The part of the tuning (C(sysctl), C(pcie), C(cpu_power), C(lxc_memlock),
+        C(peermem), C(nvidia_options), C(kernel_cmdline)).
+      type: str
+    kind:
+      description: V(value), V(file), V(module) or V(service).
+      type: str
+    target:
+      description: The key, file path, PCI address, kernel module or unit.
+      type: str
+    before:
+      description:
+        - What this run found; null when absent or unknown.
+        - A value is its text. A file is C(sha256), C(size) and C(mode), never its content
+          (config files can hold secrets). A kernel module is V(loaded) or V(not loaded), a
+          service a state word such as V(enabled).
+      type: raw
+    after:
+      description: What this run left (in check mode, would leave), in the form of C(before).
+      type: raw
+  sample:
+    - {"area": "lxc_memlock", "kind": "value", "target": "/etc/pve/lxc/101.conf lxc.prlimit.memlock",
+       "before": "65536", "after": "unlimited"}
+    - {"area": "lxc_memlock", "kind": "file", "target": "/etc/pve/lxc/101.conf",
+       "before": {"sha256": "9f2c...", "size": 612, "mode": "0640"},
+       "after": {"sha256": "41ab...", "size": 643, "mode": "0640"}}
 msg:
   description: One line about what was found.
   returned: always
@@ -250,14 +290,8 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outc
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            select=dict(type="list", elements="str", default=["gpu"]),
-            exclude=dict(type="list", elements="str", default=[]),
-        ),
-        supports_check_mode=True,
-    )
-    outcome.finish(module, lambda: lxc_containers.run(module.params))
+    module = AnsibleModule(argument_spec=lxc_containers.ARGUMENT_SPEC, supports_check_mode=True)
+    outcome.finish(module, lambda: lxc_containers.run(module.params, check_mode=module.check_mode))
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ options:
         and succeeds, so the rest of a play goes on; run again when the operation has
         finished. V(fail) fails the task.
       - V(pending) is the default because such a lock is routine (a nightly backup) and says
-        nothing about the host; the gpufleet.tuning.host role passes C(host_lxc_on_locked).
+        nothing about the host; the gpufleet.tuning.host role passes C(host_lxc_memlock_on_locked).
     type: str
     choices: [fail, pending]
     default: pending
@@ -168,7 +168,47 @@ EXAMPLES = r"""
     backup: false
 """
 
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
+# same text in every module of this collection; keep the copies equal.
 RETURN = r"""
+changes:
+  description:
+    - What this run changed (in check mode, what it would change) as records for programs to
+      read (the closing summary, reports, a fleet revert); C(diff) shows the same for people.
+    - One record per value, file, kernel module or service; empty when nothing changed, so
+      C(changed) is true exactly when this list is not empty. A module that only reads always
+      returns an empty list.
+    - A failed run returns no records; what it had applied was restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    area:
+      description: The part of the tuning (C(sysctl), C(pcie), C(cpu_power), C(lxc_memlock),
+        C(peermem), C(nvidia_options), C(kernel_cmdline)).
+      type: str
+    kind:
+      description: V(value), V(file), V(module) or V(service).
+      type: str
+    target:
+      description: The key, file path, PCI address, kernel module or unit.
+      type: str
+    before:
+      description:
+        - What this run found; null when absent or unknown.
+        - A value is its text. A file is C(sha256), C(size) and C(mode), never its content
+          (config files can hold secrets). A kernel module is V(loaded) or V(not loaded), a
+          service a state word such as V(enabled).
+      type: raw
+    after:
+      description: What this run left (in check mode, would leave), in the form of C(before).
+      type: raw
+  sample:
+    - {"area": "lxc_memlock", "kind": "value", "target": "/etc/pve/lxc/101.conf lxc.prlimit.memlock",
+       "before": "65536", "after": "unlimited"}
+    - {"area": "lxc_memlock", "kind": "file", "target": "/etc/pve/lxc/101.conf",
+       "before": {"sha256": "9f2c...", "size": 612, "mode": "0640"},
+       "after": {"sha256": "41ab...", "size": 643, "mode": "0640"}}
 path:
   description: The config file.
   returned: always
@@ -284,16 +324,9 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outc
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            vmid=dict(type="int"),
-            name=dict(type="str"),
-            path=dict(type="path"),
-            limit=dict(type="raw", default="unlimited"),
-            backup=dict(type="bool", default=True),
-            on_locked=dict(type="str", default="pending", choices=["fail", "pending"]),
-        ),
-        mutually_exclusive=[("vmid", "name", "path")],
-        required_one_of=[("vmid", "name", "path")],
+        argument_spec=lxc_memlock.ARGUMENT_SPEC,
+        mutually_exclusive=[lxc_memlock.TARGET_OPTIONS],
+        required_one_of=[lxc_memlock.TARGET_OPTIONS],
         supports_check_mode=True,
     )
     outcome.finish(module, lambda: lxc_memlock.run(module.params, check_mode=module.check_mode,

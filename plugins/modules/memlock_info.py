@@ -72,7 +72,47 @@ EXAMPLES = r"""
   when: not memlock.ok
 """
 
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
+# same text in every module of this collection; keep the copies equal.
 RETURN = r"""
+changes:
+  description:
+    - What this run changed (in check mode, what it would change) as records for programs to
+      read (the closing summary, reports, a fleet revert); C(diff) shows the same for people.
+    - One record per value, file, kernel module or service; empty when nothing changed, so
+      C(changed) is true exactly when this list is not empty. A module that only reads always
+      returns an empty list.
+    - A failed run returns no records; what it had applied was restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    area:
+      description: The part of the tuning (C(sysctl), C(pcie), C(cpu_power), C(lxc_memlock),
+        C(peermem), C(nvidia_options), C(kernel_cmdline)).
+      type: str
+    kind:
+      description: V(value), V(file), V(module) or V(service).
+      type: str
+    target:
+      description: The key, file path, PCI address, kernel module or unit.
+      type: str
+    before:
+      description:
+        - What this run found; null when absent or unknown.
+        - A value is its text. A file is C(sha256), C(size) and C(mode), never its content
+          (config files can hold secrets). A kernel module is V(loaded) or V(not loaded), a
+          service a state word such as V(enabled).
+      type: raw
+    after:
+      description: What this run left (in check mode, would leave), in the form of C(before).
+      type: raw
+  sample:
+    - {"area": "lxc_memlock", "kind": "value", "target": "/etc/pve/lxc/101.conf lxc.prlimit.memlock",
+       "before": "65536", "after": "unlimited"}
+    - {"area": "lxc_memlock", "kind": "file", "target": "/etc/pve/lxc/101.conf",
+       "before": {"sha256": "9f2c...", "size": 612, "mode": "0640"},
+       "after": {"sha256": "41ab...", "size": 643, "mode": "0640"}}
 want:
   description: The wanted limit in canonical form.
   returned: always
@@ -156,25 +196,12 @@ msg:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import memlock_info
-from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import rlimit
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            want=dict(type="raw", default="unlimited"),
-            pids=dict(type="list", elements="int", default=[1]),
-            units=dict(type="list", elements="str", default=[]),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        result = memlock_info.run(module.params)
-    except memlock_info.InfoError as exc:
-        module.fail_json(msg=str(exc))
-    except (OSError, IOError, rlimit.LimitError) as exc:
-        module.fail_json(msg="cannot read the limits: %s" % exc)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=memlock_info.ARGUMENT_SPEC, supports_check_mode=True)
+    outcome.finish(module, lambda: memlock_info.run(module.params, check_mode=module.check_mode))
 
 
 if __name__ == "__main__":

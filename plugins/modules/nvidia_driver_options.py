@@ -161,6 +161,10 @@ options:
     type: bool
     default: false
 notes:
+  - "RV(changes) holds a file record for the modprobe.d file and a value record per C(NVreg_)
+    option whose configured value changes (target the option, before and after the value the
+    driver receives, null where the file does not set it). The initramfs rebuild is an action
+    and has no record; RV(initramfs) reports it."
   - The module never reloads the driver; the options take effect at the next reboot (or driver
     reload). RV(reboot_required) says when that is still needed.
   - An option removed from the file is reported as pending only in the run that removes it.
@@ -206,7 +210,45 @@ EXAMPLES = r"""
       NVreg_EnableStreamMemOPs: 1
 """
 
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
+# same text in every module of this collection; keep the copies equal.
 RETURN = r"""
+changes:
+  description:
+    - What this run changed (in check mode, what it would change) as records for programs to
+      read (the closing summary, reports, a fleet revert); C(diff) shows the same for people.
+    - One record per value, file, kernel module or service; empty when nothing changed, so
+      C(changed) is true exactly when this list is not empty. A module that only reads always
+      returns an empty list.
+    - A failed run returns no records; what it had applied was restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    area:
+      description: The part of the tuning (C(sysctl), C(pcie), C(cpu_power), C(lxc_memlock),
+        C(peermem), C(nvidia_options), C(kernel_cmdline)).
+      type: str
+    kind:
+      description: V(value), V(file), V(module) or V(service).
+      type: str
+    target:
+      description: The key, file path, PCI address, kernel module or unit.
+      type: str
+    before:
+      description:
+        - What this run found; null when absent or unknown.
+        - A value is its text. A file is C(sha256), C(size) and C(mode), never its content
+          (config files can hold secrets). A kernel module is V(loaded) or V(not loaded), a
+          service a state word such as V(enabled).
+      type: raw
+    after:
+      description: What this run left (in check mode, would leave), in the form of C(before).
+      type: raw
+  sample:
+    - {"area": "nvidia_options", "kind": "file", "target": "/etc/modprobe.d/zz-gpufleet-nvidia.conf",
+       "before": null, "after": {"sha256": "5d41...", "size": 213, "mode": "0644"}}
+    - {"area": "nvidia_options", "kind": "value", "target": "NVreg_EnableMSI", "before": null, "after": "1"}
 path:
   description: The managed file.
   returned: always
@@ -345,26 +387,16 @@ container:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands as commands_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            options=dict(type="dict", default={}),
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-            filename=dict(type="str", default=nvidia_driver_options.DEFAULT_FILENAME),
-            initramfs=dict(type="str", default="auto", choices=["auto", "update-initramfs", "dracut", "none"]),
-            allow_risky=dict(type="bool", default=False),
-            adopt=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-    outcome.finish(module, lambda: nvidia_driver_options.run(module.params, check_mode=module.check_mode,
-                                                             paths=nvidia_driver_options.Paths(),
-                                                             commands=commands_mod.Commands(module)))
+    module = AnsibleModule(argument_spec=nvidia_driver_options.ARGUMENT_SPEC, supports_check_mode=True)
+    outcome.finish(module, lambda: nvidia_driver_options.run(module.params, module.check_mode,
+                                                             nvidia_driver_options.Paths(),
+                                                             commands.Commands(module)))
 
 
 if __name__ == "__main__":

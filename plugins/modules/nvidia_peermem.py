@@ -111,6 +111,10 @@ options:
     type: bool
     default: false
 notes:
+  - "RV(changes) holds a file record per modules-load.d or modprobe.d file written or removed, a
+    module record (target C(nvidia_peermem)) when it is loaded or unloaded, and with a load a
+    value record per parameter given in O(params) (target C(nvidia_peermem.<param>), before
+    null). A parameter of a module that stays loaded is not changed (RV(pending))."
   - The module never reloads C(nvidia_peermem) on its own; unload with O(state=absent) and load
     again when RV(restart_required) says so.
   - C(nvidia_peermem) has no reference from RDMA users on most drivers, so an unload can succeed
@@ -145,7 +149,48 @@ EXAMPLES = r"""
     state: absent
 """
 
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
+# same text in every module of this collection; keep the copies equal.
 RETURN = r"""
+changes:
+  description:
+    - What this run changed (in check mode, what it would change) as records for programs to
+      read (the closing summary, reports, a fleet revert); C(diff) shows the same for people.
+    - One record per value, file, kernel module or service; empty when nothing changed, so
+      C(changed) is true exactly when this list is not empty. A module that only reads always
+      returns an empty list.
+    - A failed run returns no records; what it had applied was restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    area:
+      description: The part of the tuning (C(sysctl), C(pcie), C(cpu_power), C(lxc_memlock),
+        C(peermem), C(nvidia_options), C(kernel_cmdline)).
+      type: str
+    kind:
+      description: V(value), V(file), V(module) or V(service).
+      type: str
+    target:
+      description: The key, file path, PCI address, kernel module or unit.
+      type: str
+    before:
+      description:
+        - What this run found; null when absent or unknown.
+        - A value is its text. A file is C(sha256), C(size) and C(mode), never its content
+          (config files can hold secrets). A kernel module is V(loaded) or V(not loaded), a
+          service a state word such as V(enabled).
+      type: raw
+    after:
+      description: What this run left (in check mode, would leave), in the form of C(before).
+      type: raw
+  sample:
+    - {"area": "peermem", "kind": "file", "target": "/etc/modules-load.d/gpufleet-nvidia-peermem.conf",
+       "before": null, "after": {"sha256": "a3b9...", "size": 150, "mode": "0644"}}
+    - {"area": "peermem", "kind": "file", "target": "/etc/modprobe.d/gpufleet-nvidia-peermem.conf",
+       "before": null, "after": {"sha256": "0c1f...", "size": 184, "mode": "0644"}}
+    - {"area": "peermem", "kind": "module", "target": "nvidia_peermem", "before": "not loaded", "after": "loaded"}
+    - {"area": "peermem", "kind": "value", "target": "nvidia_peermem.peerdirect_support", "before": null, "after": "1"}
 loaded:
   description: Whether nvidia_peermem is loaded after this run (in check mode, after a real run).
   returned: always
@@ -292,25 +337,15 @@ container:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands as commands_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-            persist=dict(type="bool", default=True),
-            params=dict(type="dict", default={}),
-            require=dict(type="bool", default=True),
-            only_with_rdma=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-    outcome.finish(module, lambda: nvidia_peermem.run(module.params, check_mode=module.check_mode,
-                                                      paths=nvidia_peermem.Paths(),
-                                                      commands=commands_mod.Commands(module)))
+    module = AnsibleModule(argument_spec=nvidia_peermem.ARGUMENT_SPEC, supports_check_mode=True)
+    outcome.finish(module, lambda: nvidia_peermem.run(module.params, module.check_mode, nvidia_peermem.Paths(),
+                                                      commands.Commands(module)))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,9 @@ description:
     and in any case released when the process ends; clocks, power and MIG are never touched.
   - A machine without the NVIDIA driver, or with fewer than two GPUs, returns C(skipped=true)
     with the reason in RV(msg), not a failure.
+  - A failed task (a shortfall with O(fail_on_threshold=true)) still returns every figure
+    (RV(pairs), RV(matrices), RV(table), RV(shortfalls), ...), so a registered result can be
+    read after C(ignore_errors) or in a C(rescue).
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -79,7 +82,7 @@ options:
   measure_staged:
     description:
       - Also measure with peer access disabled, for the staged-through-host contrast and
-        O(min_p2p_speedup). V(false) roughly halves the run time.
+        O(min_speedup). V(false) roughly halves the run time.
     type: bool
     default: true
   timeout_s:
@@ -105,11 +108,14 @@ options:
       a number or a dict per link type as for O(min_unidirectional_gbps), each a finite number
       from 0 to 100000 (GB/s).
     type: raw
-  min_p2p_speedup:
-    description: Floor for the ratio of unidirectional bandwidth with peer access to the staged
-      figure; a number or a dict per link type, each a finite number from 0 to 1000. Needs
-      O(measure_staged=true).
+  min_speedup:
+    description:
+      - Floor for the ratio of unidirectional bandwidth with peer access to the staged figure;
+        a number or a dict per link type, each a finite number from 0 to 1000. Needs
+        O(measure_staged=true).
+      - Named C(min_p2p_speedup) before; that name still works as an alias.
     type: raw
+    aliases: [min_p2p_speedup]
   require_peer_access:
     description: Count a pair whose GPUs cannot access each other's memory as a shortfall.
     type: bool
@@ -150,7 +156,7 @@ EXAMPLES = r"""
   gpufleet.tuning.p2p_bandwidth:
     min_unidirectional_gbps: {nvlink: 380, pcie: 20}
     min_bidirectional_gbps: {nvlink: 750, pcie: 35}
-    min_p2p_speedup: 1.5
+    min_speedup: 1.5
   register: p2p
 
 - name: Show the matrices
@@ -166,7 +172,47 @@ EXAMPLES = r"""
     fail_on_threshold: false
 """
 
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
+# same text in every module of this collection; keep the copies equal.
 RETURN = r"""
+changes:
+  description:
+    - What this run changed (in check mode, what it would change) as records for programs to
+      read (the closing summary, reports, a fleet revert); C(diff) shows the same for people.
+    - One record per value, file, kernel module or service; empty when nothing changed, so
+      C(changed) is true exactly when this list is not empty. A module that only reads always
+      returns an empty list.
+    - A failed run returns no records; what it had applied was restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    area:
+      description: The part of the tuning (C(sysctl), C(pcie), C(cpu_power), C(lxc_memlock),
+        C(peermem), C(nvidia_options), C(kernel_cmdline)).
+      type: str
+    kind:
+      description: V(value), V(file), V(module) or V(service).
+      type: str
+    target:
+      description: The key, file path, PCI address, kernel module or unit.
+      type: str
+    before:
+      description:
+        - What this run found; null when absent or unknown.
+        - A value is its text. A file is C(sha256), C(size) and C(mode), never its content
+          (config files can hold secrets). A kernel module is V(loaded) or V(not loaded), a
+          service a state word such as V(enabled).
+      type: raw
+    after:
+      description: What this run left (in check mode, would leave), in the form of C(before).
+      type: raw
+  sample:
+    - {"area": "lxc_memlock", "kind": "value", "target": "/etc/pve/lxc/101.conf lxc.prlimit.memlock",
+       "before": "65536", "after": "unlimited"}
+    - {"area": "lxc_memlock", "kind": "file", "target": "/etc/pve/lxc/101.conf",
+       "before": {"sha256": "9f2c...", "size": 612, "mode": "0640"},
+       "after": {"sha256": "41ab...", "size": 643, "mode": "0640"}}
 gpus:
   description: Number of GPUs the driver sees (0 without a driver).
   returned: always
@@ -231,7 +277,8 @@ shortfalls:
   sample: [{"pair": "0->1", "metric": "unidirectional_gbps", "value": 120.5, "threshold": 380.0,
             "reason": "120.5 GB/s over nvlink is below the 380.0 GB/s floor"}]
 thresholds:
-  description: The thresholds applied, per link type.
+  description: The thresholds applied, per link type, keyed by option name
+    (C(min_unidirectional_gbps), C(min_bidirectional_gbps), C(min_speedup)).
   returned: when measured
   type: dict
 elapsed_s:
@@ -243,32 +290,12 @@ elapsed_s:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import p2p_bandwidth
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            gpus=dict(type="list", elements="raw"),
-            size_mib=dict(type="int", default=256),
-            repetitions=dict(type="int", default=10),
-            warmup=dict(type="int", default=2),
-            streams=dict(type="int", default=1),
-            latency_iterations=dict(type="int", default=100),
-            measure_staged=dict(type="bool", default=True),
-            timeout_s=dict(type="float", default=60.0),
-            min_unidirectional_gbps=dict(type="raw"),
-            min_bidirectional_gbps=dict(type="raw"),
-            min_p2p_speedup=dict(type="raw"),
-            require_peer_access=dict(type="bool", default=True),
-            fail_on_threshold=dict(type="bool", default=True),
-            cuda_library=dict(type="str", default="libcuda.so.1"),
-        ),
-        supports_check_mode=True,
-    )
-    failed, result = p2p_bandwidth.run(module.params)
-    if failed:
-        module.fail_json(**result)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=p2p_bandwidth.ARGUMENT_SPEC, supports_check_mode=True)
+    outcome.finish(module, lambda: p2p_bandwidth.run(module.params, check_mode=module.check_mode))
 
 
 if __name__ == "__main__":

@@ -141,6 +141,9 @@ notes:
   - A link that trained below the device's own maximum is flagged (C(degraded) in
     RV(devices[].link)). GPUs lower their link speed when idle, so a speed-only degradation on
     an idle GPU is expected; a narrower width is not.
+  - RV(changes) holds a value record per device whose size this run set, named
+    C(DDDD:BB:DD.F max_read_request_size) with the sizes in bytes, and a file record for the
+    helper and for the udev rule.
 seealso:
   - name: PCI Express Base Specification, Device Control register
     description: The MRRS and MPS fields and their encodings.
@@ -175,7 +178,45 @@ EXAMPLES = r"""
     persist: false
 """
 
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
+# same text in every module of this collection; keep the copies equal.
 RETURN = r"""
+changes:
+  description:
+    - What this run changed (in check mode, what it would change) as records for programs to
+      read (the closing summary, reports, a fleet revert); C(diff) shows the same for people.
+    - One record per value, file, kernel module or service; empty when nothing changed, so
+      C(changed) is true exactly when this list is not empty. A module that only reads always
+      returns an empty list.
+    - A failed run returns no records; what it had applied was restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    area:
+      description: The part of the tuning (C(sysctl), C(pcie), C(cpu_power), C(lxc_memlock),
+        C(peermem), C(nvidia_options), C(kernel_cmdline)).
+      type: str
+    kind:
+      description: V(value), V(file), V(module) or V(service).
+      type: str
+    target:
+      description: The key, file path, PCI address, kernel module or unit.
+      type: str
+    before:
+      description:
+        - What this run found; null when absent or unknown.
+        - A value is its text. A file is C(sha256), C(size) and C(mode), never its content
+          (config files can hold secrets). A kernel module is V(loaded) or V(not loaded), a
+          service a state word such as V(enabled).
+      type: raw
+    after:
+      description: What this run left (in check mode, would leave), in the form of C(before).
+      type: raw
+  sample:
+    - {"area": "pcie", "kind": "value", "target": "0000:41:00.0 max_read_request_size", "before": "512", "after": "4096"}
+    - {"area": "pcie", "kind": "file", "target": "/etc/udev/rules.d/90-gpufleet-pcie-maxreadreq.rules", "before": null,
+       "after": {"sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "size": 512, "mode": "0644"}}
 size:
   description: The requested Max Read Request Size in bytes.
   returned: always
@@ -314,23 +355,14 @@ reboot_required:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pcie_maxreadreq
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            size=dict(type="int", default=4096, choices=[128, 256, 512, 1024, 2048, 4096]),
-            devices=dict(type="list", elements="str", default=[]),
-            vendor=dict(type="raw", default=pcie_maxreadreq.DEFAULT_VENDOR),
-            classes=dict(type="list", elements="raw", default=list(pcie_maxreadreq.DEFAULT_CLASSES)),
-            include_bridges=dict(type="bool", default=False),
-            persist=dict(type="bool", default=True),
-            allow_in_container=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-    outcome.finish(module, lambda: pcie_maxreadreq.run(module.params, check_mode=module.check_mode))
+    module = AnsibleModule(argument_spec=pcie_maxreadreq.ARGUMENT_SPEC, supports_check_mode=True)
+    outcome.finish(module, lambda: pcie_maxreadreq.run(module.params, module.check_mode, pcie_maxreadreq.Paths(),
+                                                       commands.Commands(module)))
 
 
 if __name__ == "__main__":

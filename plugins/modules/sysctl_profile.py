@@ -190,6 +190,8 @@ notes:
   - A symlink at the profile's file name is written through (the link stays) when it points
     at a file of this collection; when the profile's file is removed, the link itself is
     removed and its target left alone.
+  - RV(changes) holds a value record per key written (the dotted key) and a file record for
+    each file of this profile in C(/etc/sysctl.d) and for its state file.
   - The persisted file holds the effective value of a O(raise_only) key as this kernel had it.
     After a kernel upgrade that raises a default, the file still sets the older value at boot;
     run the profile again (or remove its file) to pick the new default up.
@@ -235,7 +237,47 @@ EXAMPLES = r"""
     state: absent
 """
 
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
+# same text in every module of this collection; keep the copies equal.
 RETURN = r"""
+changes:
+  description:
+    - What this run changed (in check mode, what it would change) as records for programs to
+      read (the closing summary, reports, a fleet revert); C(diff) shows the same for people.
+    - One record per value, file, kernel module or service; empty when nothing changed, so
+      C(changed) is true exactly when this list is not empty. A module that only reads always
+      returns an empty list.
+    - A failed run returns no records; what it had applied was restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    area:
+      description: The part of the tuning (C(sysctl), C(pcie), C(cpu_power), C(lxc_memlock),
+        C(peermem), C(nvidia_options), C(kernel_cmdline)).
+      type: str
+    kind:
+      description: V(value), V(file), V(module) or V(service).
+      type: str
+    target:
+      description: The key, file path, PCI address, kernel module or unit.
+      type: str
+    before:
+      description:
+        - What this run found; null when absent or unknown.
+        - A value is its text. A file is C(sha256), C(size) and C(mode), never its content
+          (config files can hold secrets). A kernel module is V(loaded) or V(not loaded), a
+          service a state word such as V(enabled).
+      type: raw
+    after:
+      description: What this run left (in check mode, would leave), in the form of C(before).
+      type: raw
+  sample:
+    - {"area": "sysctl", "kind": "value", "target": "vm.swappiness", "before": "60", "after": "10"}
+    - {"area": "sysctl", "kind": "file", "target": "/etc/sysctl.d/90-gpufleet-inference.conf", "before": null,
+       "after": {"sha256": "5d41402abc4b2a76b9719d911017c592ae1b2ee3b7e1d8b95c1c1e2d1f0b6f3a", "size": 214}}
+    - {"area": "sysctl", "kind": "file", "target": "/var/lib/gpufleet-tuning/sysctl/inference.json", "before": null,
+       "after": {"sha256": "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae", "size": 71}}
 before:
   description: Value of each key before this run (whitespace folded); null for a skipped key
     that does not exist here.
@@ -315,12 +357,14 @@ reboot_required:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():
     module = AnsibleModule(argument_spec=sysctl_profile.ARGUMENT_SPEC, supports_check_mode=True)
-    outcome.finish(module, lambda: sysctl_profile.run(module.params, check_mode=module.check_mode))
+    outcome.finish(module, lambda: sysctl_profile.run(module.params, module.check_mode, sysctl_profile.Paths(),
+                                                      commands.Commands(module)))
 
 
 if __name__ == "__main__":

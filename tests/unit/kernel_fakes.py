@@ -1,5 +1,7 @@
 """Fakes for kernel-module tests: a GPU node's /proc and /sys, module files with a real ELF
-.modinfo section, and fake executables (modprobe, update-initramfs, dracut) put first on PATH.
+.modinfo section, and fake executables (modprobe, update-initramfs, dracut) put first on PATH;
+and the change-record contract (``assert_changes_agree``, ``check_every_run``) that the
+kernel_cmdline, nvidia_driver_options and nvidia_peermem tests hold every run to.
 
 The fake executables are shell scripts that append their command line to ``$FAKE_LOG`` and can
 be told to fail with a given message (``$FAKE_<NAME>_FAIL``; a failing modprobe first appends
@@ -13,6 +15,7 @@ import stat
 import struct
 import subprocess
 
+from ansible_collections.gpufleet.tuning.tests.unit import contract
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.commands import CommandResult
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import write_tree
 
@@ -273,3 +276,15 @@ def capture_warnings(monkeypatch, module):
     warned = []
     monkeypatch.setattr(module.AnsibleModule, "warn", lambda self, text: warned.append(text))
     return warned
+
+
+# --- the change-record contract -------------------------------------------------------------
+
+# The record contract is tests/unit/contract.py's; these names are what the kernel tests use.
+assert_changes_agree = contract.assert_records
+assert_no_change_claimed = contract.assert_no_change_claimed
+
+
+def check_every_run(monkeypatch, engine, area):
+    """Every call of ``engine.run`` in a test keeps the record contract."""
+    contract.checking_records(monkeypatch, engine, area)

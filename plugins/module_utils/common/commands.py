@@ -10,6 +10,12 @@ AnsibleModule.get_bin_path adds, since modprobe lives in /sbin on Debian and a n
 lack it), run it with a C locale so the messages it prints can be quoted and matched, and turn
 a failure into one line that names the command, its exit status and the end of what it said.
 Tests put fake executables first on PATH and pass the same object.
+
+``tools`` is the one name for it: every engine takes it as
+``run(params, check_mode=False, paths=None, tools=None)``, and a module passes
+``commands.Commands(module)``. What it runs is an action, not state, so it never has a change
+record of its own (records.py); the engine reports the command (``refresh_command``,
+``initramfs``, ``plan``).
 """
 
 from __future__ import annotations

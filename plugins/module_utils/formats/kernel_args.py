@@ -425,6 +425,19 @@ def describe(problem, where):
     return "remove %s (%s: %s)" % (want.raw, where, " ".join(found))
 
 
+def by_key(tokens, keys):
+    """``{key: arguments}`` for the ``keys`` (normalized) that the kernel part of ``tokens``
+    sets: the raw arguments of each key in command-line order, joined by a space (``split``
+    reads them back); keys not set are left out."""
+    wanted = set(normalize_key(key) for key in keys)
+    found = {}
+    for tok in kernel_part(tokens):
+        key = Arg(tok).key
+        if key in wanted:
+            found.setdefault(key, []).append(tok)
+    return dict((key, " ".join(toks)) for key, toks in found.items())
+
+
 def forces_identity_iommu(arg):
     """True when ``arg`` makes the kernel give devices identity (passthrough) IOMMU domains.
 

@@ -80,8 +80,9 @@ PORT_TYPES = {
     10: "root complex event collector",
 }
 
-# User input: DDDD:BB:DD.F or BB:DD.F (device 0-1f, function 0-7).
-_BDF_RE = re.compile(r"^(?:([0-9a-f]{4}):)?([0-9a-f]{2}):([01][0-9a-f])\.([0-7])\Z")
+# User input: DDDD:BB:DD.F or BB:DD.F (device 0-1f, function 0-7); the domain has 4 to 8 hex
+# digits (VMD domains have five, NVML and the CUDA driver print eight).
+_BDF_RE = re.compile(r"^(?:([0-9a-f]{4,8}):)?([0-9a-f]{2}):([01][0-9a-f])\.([0-7])\Z")
 # Names the kernel gives (VMD domains have five hex digits).
 _SYSFS_BDF_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]\Z")
 LINK_ATTRS = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
@@ -102,14 +103,16 @@ class NotTaken(PciError):
 # ---------------------------------------------------------------- names and sysfs identity
 
 def parse_bdf(text):
-    """Normalize a user-supplied BDF to ``dddd:bb:dd.f``; raise PciError naming what is accepted."""
+    """Normalize a BDF to ``dddd:bb:dd.f`` as sysfs names it (lower case, the domain with at
+    least 4 digits: ``00000000:1B:00.0`` is ``0000:1b:00.0``); raise PciError naming what is
+    accepted."""
     value = text.strip().lower() if isinstance(text, str) else None
     match = _BDF_RE.match(value) if value else None
     if not match:
         raise PciError("device %r is not a PCI address: use DDDD:BB:DD.F or BB:DD.F in hex "
-                       "(domain 4 digits, bus 2, device 00-1f, function 0-7), e.g. 0000:41:00.0"
+                       "(domain 4 to 8 digits, bus 2, device 00-1f, function 0-7), e.g. 0000:41:00.0"
                        % (text,))
-    return "%s:%s:%s.%s" % (match.group(1) or "0000", match.group(2), match.group(3), match.group(4))
+    return "%04x:%s:%s.%s" % (int(match.group(1) or "0", 16), match.group(2), match.group(3), match.group(4))
 
 
 def is_sysfs_bdf(name):

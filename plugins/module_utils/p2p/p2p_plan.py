@@ -13,7 +13,8 @@ microseconds.
 from __future__ import annotations
 
 import math
-import re
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config
 
 LINK_TYPES = ("nvlink", "pcie", "unknown")
 # Ranges a threshold must fall in. NaN or an infinity would make every comparison false (a
@@ -25,9 +26,8 @@ MAX_SPEEDUP = 1000.0
 THRESHOLD_RANGES = {
     "min_unidirectional_gbps": (0.0, MAX_GBPS),
     "min_bidirectional_gbps": (0.0, MAX_GBPS),
-    "min_p2p_speedup": (0.0, MAX_SPEEDUP),
+    "min_speedup": (0.0, MAX_SPEEDUP),
 }
-_BDF_RE = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\Z")
 
 # (matrix key, title, format) for the text report, in print order.
 MATRICES = (
@@ -45,12 +45,14 @@ class PlanError(ValueError):
 
 
 def normalize_bdf(text):
-    """'0000:1b:00.0' from '1b:00.0', '0000:1B:00.0' or an 8-digit domain; None if not a BDF."""
-    match = _BDF_RE.match(str(text).strip())
-    if not match:
+    """'0000:1b:00.0' from '1b:00.0', '0000:1B:00.0' or an 8-digit domain; None if not a BDF.
+
+    The one BDF parser is pci_config.parse_bdf; this only turns its refusal into None.
+    """
+    try:
+        return pci_config.parse_bdf(text)
+    except pci_config.PciError:
         return None
-    domain, bus, dev, fn = match.groups()
-    return "%04x:%s:%s.%s" % (int(domain or "0", 16), bus.lower(), dev.lower(), fn)
 
 
 def select_gpus(requested, devices):
@@ -198,7 +200,7 @@ def verdicts(pairs, bidirectional, thresholds, require_peer_access=True):
     ``pairs``: ordered-pair results (src, dst, link, peer_access, unidirectional_p2p_gbps,
     unidirectional_staged_gbps, data_ok, error). ``bidirectional``: unordered-pair results
     (a, b, link, bidirectional_p2p_gbps). ``thresholds``: parse_threshold() output for
-    ``min_unidirectional_gbps``, ``min_bidirectional_gbps`` and ``min_p2p_speedup``.
+    ``min_unidirectional_gbps``, ``min_bidirectional_gbps`` and ``min_speedup``.
     """
     short = []
     for metric, per_link in sorted(thresholds.items()):
@@ -243,7 +245,7 @@ def verdicts(pairs, bidirectional, thresholds, require_peer_access=True):
         staged = res.get("unidirectional_staged_gbps")
         if not usable(name, "unidirectional_staged_gbps", staged):
             staged = None
-        limit = thresholds["min_p2p_speedup"][link]
+        limit = thresholds["min_speedup"][link]
         if limit is not None and value is not None and staged:
             speedup = value / staged
             if speedup < limit:

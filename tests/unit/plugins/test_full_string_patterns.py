@@ -17,7 +17,6 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import kernel_m
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock
 from ansible_collections.gpufleet.tuning.plugins.module_utils import memlock_info
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options
-from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import p2p_plan
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile
@@ -47,7 +46,7 @@ def test_no_pattern_in_the_plugins_ends_in_a_bare_dollar():
     (kernel_modules._PARAM_NAME_RE, "peerdirect_support"),
     (kernel_modules._BARE_VALUE_RE, "1"),
     (cpu_power._WORD_RE, "performance"),
-    (p2p_plan._BDF_RE, "0000:1b:00.0"),
+    (pci_config._BDF_RE, "0000:1b:00.0"),
     (pci_config._SYSFS_BDF_RE, "0000:1b:00.0"),
 ])
 def test_validators_refuse_a_trailing_newline(pattern, good):

@@ -7,7 +7,10 @@ import subprocess
 
 import pytest
 
+from ansible_collections.gpufleet.tuning.tests.unit import contract
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power as cp
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import cpu_power_boot
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import cpu_sysfs
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
@@ -21,12 +24,12 @@ EPP_CHOICES = "default performance balance_performance balance_power power"
 def cpu_tree(root, cpus=4, offline=(), states=INTEL_STATES, idle_driver="intel_idle", policies="per-cpu",
              governor="powersave", governors="performance powersave", epp="balance_performance",
              driver="intel_pstate", disabled=()):
-    """Build a fake /sys/devices/system/cpu under ``root/cpu``; return that directory.
+    """Build a fake /sys/devices/system/cpu under ``root``; return that directory.
 
     ``policies``: "per-cpu" (intel_pstate, acpi-cpufreq), None (no cpufreq driver).
     ``disabled``: (cpu, state index) pairs whose disable file starts at 1.
     """
-    base = root / "cpu"
+    base = root / "sys/devices/system/cpu"
     online = [n for n in range(cpus) if n not in offline]
     files = {"online": cpu_sysfs.format_cpu_list(online) + "\n",
              "possible": "0-%d\n" % (cpus - 1),
@@ -62,9 +65,7 @@ def cpu_tree(root, cpus=4, offline=(), states=INTEL_STATES, idle_driver="intel_i
 
 def make_paths(tmp_path):
     write_tree(tmp_path, {"proc/self/uid_map": "         0          0 4294967295\n", "etc/systemd/system": None})
-    return cp.Paths(cpu_root=str(tmp_path / "cpu"), systemd_dir=str(tmp_path / "etc/systemd/system"),
-                    script_path=str(tmp_path / "usr/local/sbin/gpufleet-cpu-power"),
-                    proc=str(tmp_path / "proc"), root=str(tmp_path))
+    return cp.Paths(str(tmp_path))
 
 
 def params(**kw):
@@ -84,6 +85,12 @@ def disable_matrix(base, cpus=4, nstates=4):
 
 def policy_attr(base, n, name):
     return read(base / ("cpufreq/policy%d/%s" % (n, name))).strip()
+
+
+@pytest.fixture(autouse=True)
+def every_run_keeps_the_record_contract(monkeypatch):
+    """changed is true iff ``changes`` holds a record, on every path below; failures carry none."""
+    contract.checking_records(monkeypatch, cp)
 
 
 @pytest.fixture
@@ -255,7 +262,7 @@ def test_nothing_requested_reads_and_reports_only(host):
 def test_governor_not_offered_is_refused_with_the_list(host):
     tmp_path, _base, paths = host
     before = snapshot(tmp_path)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(governor="ondemand"), paths=paths)
     msg = exc.value.message
     assert "governor 'ondemand' is not offered by policy0 (CPUs 0, driver intel_pstate): available " \
@@ -268,7 +275,7 @@ def test_governor_missing_on_one_policy_only(tmp_path):
     base = cpu_tree(tmp_path)
     write_tree(base, {"cpufreq/policy2/scaling_available_governors": "powersave\n"})
     paths = make_paths(tmp_path)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=paths)
     assert "policy2 (CPUs 2, driver intel_pstate): available powersave" in exc.value.message
     assert "policy0" not in exc.value.message
@@ -278,7 +285,7 @@ def test_governor_missing_on_one_policy_only(tmp_path):
 def test_epp_not_offered_is_refused_with_the_list(host):
     tmp_path, _base, paths = host
     before = snapshot(tmp_path)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(governor="powersave", energy_performance_preference="turbo"), paths=paths)
     assert "energy_performance_preference 'turbo' is not offered by policy0" in exc.value.message
     assert "available default, performance, balance_performance, balance_power, power" in exc.value.message
@@ -288,7 +295,7 @@ def test_epp_not_offered_is_refused_with_the_list(host):
 def test_epp_pinned_by_the_performance_governor_is_refused(host):
     tmp_path, _base, paths = host
     before = snapshot(tmp_path)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(energy_performance_preference="balance_performance"), paths=paths)
     assert "hold EPP at performance" in exc.value.message and "nothing was changed" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -335,7 +342,7 @@ def test_a_disable_write_that_does_not_stick_restores_everything(host, monkeypat
     tmp_path, base, paths = host
     before = snapshot(tmp_path)
     KernelStub(monkeypatch, ignore=("cpu2/cpuidle/state3/disable",))
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=paths)
     msg = exc.value.message
     assert "cpu2/cpuidle/state3/disable did not take 1: it reads '0' after the write" in msg
@@ -348,7 +355,7 @@ def test_a_governor_write_that_does_not_stick_restores_the_states(host, monkeypa
     tmp_path, base, paths = host
     before = snapshot(tmp_path)
     stub = KernelStub(monkeypatch, ignore=("policy3/scaling_governor",))
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=paths)
     assert "policy3/scaling_governor did not take performance: it reads 'powersave'" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -361,7 +368,7 @@ def test_a_refused_epp_write_restores_governor_then_epp(host, monkeypatch):
     tmp_path, base, paths = host
     before = snapshot(tmp_path)
     stub = KernelStub(monkeypatch, fail=("policy1/energy_performance_preference",))
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(governor=None), paths=paths)
     assert "cannot write performance to" in exc.value.message and "EBUSY 16" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -380,7 +387,7 @@ def test_a_failing_unit_file_write_restores_runtime_values(host, monkeypatch):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         return real(path, content, **kw)
     monkeypatch.setattr(fileops, "write_atomic", failing)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=paths)
     assert "ENOSPC" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -480,14 +487,14 @@ def test_script_and_unit_follow_the_settings(host):
 def test_bad_input_fails_before_reading(tmp_path, kw, fragment):
     paths = make_paths(tmp_path)
     paths.cpu_root = str(tmp_path / "does-not-exist")  # validation comes before any read
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(**kw), paths=paths)
     assert fragment in exc.value.message
 
 
 def test_unreadable_cpu_tree_fails_cleanly(tmp_path):
     paths = make_paths(tmp_path)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=paths)
     assert "cannot tell which CPUs are online" in exc.value.message
 
@@ -496,7 +503,7 @@ def test_a_broken_state_fails_only_when_idle_states_are_requested(host):
     tmp_path, base, paths = host
     write_tree(base, {"cpu1/cpuidle/state2/latency": "n/a\n"})
     before = snapshot(tmp_path)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=paths)
     assert "cannot read the CPU idle states, nothing was changed" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -509,7 +516,7 @@ def test_refuses_to_write_inside_a_container(host):
     tmp_path, _base, paths = host
     write_tree(tmp_path, {"proc/1/environ": "PATH=/sbin\0container=lxc\0"})
     before = snapshot(tmp_path)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=paths)
     assert "inside a container (PID 1 environment has container=lxc)" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -529,7 +536,7 @@ def test_unwritable_files_fail_before_any_write(host, monkeypatch):
     before = snapshot(tmp_path)
     real = os.access
     monkeypatch.setattr(os, "access", lambda p, mode: False if p.endswith("/disable") else real(p, mode))
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=paths)
     assert "cpu0/cpuidle/state3/disable" in exc.value.message and "and 1 more" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -649,7 +656,7 @@ def test_container_matrix(tmp_path, container, shape, persist, allow):
 
     if shape == "above-bound" and not writes_allowed:
         for check_mode in (True, False):
-            with pytest.raises(cp.CpuPowerError) as exc:
+            with pytest.raises(ModuleFailure) as exc:
                 cp.run(args, check_mode=check_mode, paths=paths)
             msg = exc.value.message
             assert msg.startswith("refusing to disable state3 (C6, 170us) on CPUs 0-3 from inside a container "
@@ -721,7 +728,7 @@ def test_container_refusal_names_the_policies_and_states(tmp_path):
     paths = make_paths(tmp_path)
     in_container(tmp_path)
     before = snapshot(tmp_path)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(max_idle_latency_us=3, enable_within_bound=True, governor="performance",
                       energy_performance_preference=None, persist=False), paths=paths)
     assert exc.value.message.startswith(
@@ -729,7 +736,7 @@ def test_container_refusal_names_the_policies_and_states(tmp_path):
         "set scaling_governor performance on policy0, policy1, policy2, policy3 (CPUs 0-3) from inside a "
         "container")
     assert snapshot(tmp_path) == before
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(max_idle_latency_us=None, governor="powersave", energy_performance_preference="power"),
                paths=paths)
     assert exc.value.message.startswith("refusing to set energy_performance_preference power on policy0, "
@@ -761,7 +768,7 @@ def test_container_with_a_foreign_unit_reports_it_instead_of_failing(tmp_path):
     cpu_tree(tmp_path, states=HALTPOLL_STATES, idle_driver="haltpoll", policies=None)
     paths = make_paths(tmp_path)
     write_tree(tmp_path, {"etc/systemd/system/gpufleet-cpu-power.service": "[Unit]\nDescription=mine\n"})
-    with pytest.raises(cp.CpuPowerError) as exc:  # on the host: the marker rule refuses it
+    with pytest.raises(ModuleFailure) as exc:  # on the host: the marker rule refuses it
         cp.run(params(), paths=paths)
     assert exc.value.message.startswith("cannot plan the boot unit files, nothing was changed: %s: exists and "
                                         "was not written by gpufleet.tuning" % unit_files(paths)[1])
@@ -838,7 +845,7 @@ def test_other_read_errors_of_a_policy_still_fail(tmp_path, monkeypatch):
     BusyPolicies(monkeypatch, ("policy1",), number=errno.EIO)
     paths = make_paths(tmp_path)
     before = snapshot(tmp_path)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=paths)
     assert exc.value.message.startswith("cannot read the cpufreq policies, nothing was changed: cannot read ")
     assert "policy1/affected_cpus: EIO 5" in exc.value.message
@@ -878,7 +885,7 @@ def test_a_read_error_of_a_cpu_still_online_fails(tmp_path, monkeypatch):
     def broken(cpu, root):
         raise cpu_sysfs.CpuSysfsError("cannot read cpu%d: EIO 5" % cpu)
     monkeypatch.setattr(cpu_sysfs, "idle_states", broken)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=make_paths(tmp_path))
     assert "cannot read the CPU idle states, nothing was changed: cannot read cpu0: EIO 5" in exc.value.message
 
@@ -951,7 +958,7 @@ def test_boot_unit_where_another_user_could_change_it_is_refused_before_any_writ
     os.makedirs(str(tmp_path / "usr/local/sbin"))
     how(str(tmp_path / where))
     before = snapshot(tmp_path)
-    with pytest.raises(cp.CpuPowerError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         cp.run(params(), paths=paths)
     message = exc.value.message
     assert message.startswith("cannot plan the boot unit files, nothing was changed: %s: is " % (tmp_path / where)), \
@@ -991,3 +998,95 @@ def test_umask_000_still_installs_the_boot_unit_in_root_owned_0755_directories(h
     script, unit, link = unit_files(paths)
     assert [(os.stat(p).st_mode & 0o7777, os.stat(p).st_uid) for p in (script, unit)] == [(0o755, 0), (0o644, 0)]
     assert os.lstat(link).st_uid == 0
+
+
+# ------------------------------------------------------------------ change records
+
+def value(target, before, after):
+    return {"area": "cpu_power", "kind": "value", "target": target, "before": before, "after": after}
+
+
+def test_records_name_each_change_with_its_cpus_and_policies(host):
+    tmp_path, _base, paths = host
+    result = cp.run(params(), paths=paths)
+    script, unit, link = unit_files(paths)
+    assert result["changes"] == [
+        value("cpu0-3/state3 (C6) disable", "0", "1"),
+        value("policy0-3/scaling_governor", "powersave", "performance"),
+        value("policy0-3/energy_performance_preference", "balance_performance", "performance"),
+        {"area": "cpu_power", "kind": "file", "target": script, "before": None,
+         "after": records.file_state(read(script), 0o755)},
+        {"area": "cpu_power", "kind": "file", "target": unit, "before": None,
+         "after": records.file_state(read(unit), 0o644)},
+        {"area": "cpu_power", "kind": "file", "target": link, "before": None,
+         "after": {"link": "../gpufleet-cpu-power.service"}},
+    ]
+    assert cp.run(params(), paths=paths)["changes"] == []
+
+
+def test_check_mode_records_are_the_ones_the_run_then_makes(host):
+    _tmp_path, _base, paths = host
+    planned = cp.run(params(enable_within_bound=True), check_mode=True, paths=paths)
+    assert cp.run(params(enable_within_bound=True), paths=paths)["changes"] == planned["changes"]
+    planned = cp.run(params(persist=False), check_mode=True, paths=paths)
+    done = cp.run(params(persist=False), paths=paths)
+    assert done["changes"] == planned["changes"]
+    script, unit, link = unit_files(paths)
+    assert [(c["kind"], c["target"], c["after"]) for c in done["changes"]] == [
+        ("file", link, None), ("file", unit, None), ("file", script, None)]
+    assert done["changes"][0]["before"] == {"link": "../gpufleet-cpu-power.service"}
+
+
+def test_records_group_the_cpus_that_had_the_same_value(tmp_path):
+    """CPUs 0 and 1 had C1E disabled by hand: enabling it within the bound is one record for
+    them; C6 is another for all four; a revert writes each record's before back."""
+    base = cpu_tree(tmp_path, disabled=[(0, 2), (1, 2), (2, 3)])
+    paths = make_paths(tmp_path)
+    result = cp.run(params(enable_within_bound=True, governor=None, energy_performance_preference=None,
+                           persist=False), paths=paths)
+    assert result["changes"] == [
+        value("cpu0-1/state2 (C1E) disable", "1", "0"),
+        value("cpu0-1,3/state3 (C6) disable", "0", "1"),
+    ]
+    assert disable_matrix(base) == [["0", "0", "0", "1"]] * 4
+
+
+def test_policies_are_grouped_by_their_change(tmp_path):
+    base = cpu_tree(tmp_path)
+    write_tree(base, {"cpufreq/policy2/scaling_governor": "performance\n"})
+    paths = make_paths(tmp_path)
+    result = cp.run(params(max_idle_latency_us=None, energy_performance_preference=None, persist=False),
+                    paths=paths)
+    assert result["changes"] == [value("policy0-1,3/scaling_governor", "powersave", "performance")]
+
+
+def test_an_epp_the_kernel_moved_with_the_governor_is_recorded(host, monkeypatch):
+    _tmp_path, _base, paths = host
+    KernelStub(monkeypatch, pin_epp=True)
+    result = cp.run(params(energy_performance_preference=None, max_idle_latency_us=None, persist=False),
+                    paths=paths)
+    assert result["changes"] == [
+        value("policy0-3/scaling_governor", "powersave", "performance"),
+        value("policy0-3/energy_performance_preference", "balance_performance", "performance")]
+
+
+def test_a_refused_or_failed_run_returns_no_records(host, monkeypatch):
+    tmp_path, _base, paths = host
+    KernelStub(monkeypatch, ignore=("cpu2/cpuidle/state3/disable",))
+    with pytest.raises(ModuleFailure) as exc:
+        cp.run(params(), paths=paths)
+    assert "changes" not in exc.value.partial
+    monkeypatch.undo()
+    in_container(tmp_path)
+    with pytest.raises(ModuleFailure) as exc:
+        cp.run(params(), check_mode=True, paths=paths)
+    assert "changes" not in exc.value.partial and exc.value.message.startswith("refusing")
+
+
+def test_a_boot_unit_left_alone_in_a_container_has_no_record(tmp_path):
+    haltpoll = (("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("haltpoll idle", "haltpoll idle", 1, 1))
+    cpu_tree(tmp_path, states=haltpoll, idle_driver="haltpoll", policies=None)
+    paths = make_paths(tmp_path)
+    in_container(tmp_path)
+    result = cp.run(params(), paths=paths)
+    assert "boot unit" in result["skipped_keys"] and result["changes"] == []

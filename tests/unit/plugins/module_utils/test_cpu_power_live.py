@@ -51,7 +51,11 @@ def real_states():
 def test_real_sysfs_bound_applied_and_restored(real_states, tmp_path):
     states = real_states
     bound = min(s.latency for s in states.values())  # keeps the shallowest, disables the rest
-    paths = cp.Paths(systemd_dir=str(tmp_path / "systemd"), script_path=str(tmp_path / "gpufleet-cpu-power"))
+    # the real /sys and /proc; the boot unit and its script in the temp tree
+    os.symlink("/sys", str(tmp_path / "sys"))
+    os.symlink("/proc", str(tmp_path / "proc"))
+    paths = cp.Paths(str(tmp_path))
+    assert os.path.realpath(paths.cpu_root) == cpu_sysfs.CPU_ROOT
     params = dict(max_idle_latency_us=bound, enable_within_bound=False, governor=None,
                   energy_performance_preference=None, persist=True)
 
@@ -68,4 +72,6 @@ def test_real_sysfs_bound_applied_and_restored(real_states, tmp_path):
         else:
             assert now == str(state.disable), "cpu%d/state%d (%s) changed" % (cpu, index, state.name)
     assert [r["disabled_after"] for r in result["states"]] == [r["disabled_after"] for r in planned["states"]]
-    assert cp.run(params, paths=paths)["changed"] is False
+    assert result["changes"] == planned["changes"] and result["changes"]
+    again = cp.run(params, paths=paths)
+    assert again["changed"] is False and again["changes"] == []

@@ -13,6 +13,9 @@ import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_cmdline as bc
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
 
 GRUB = (
@@ -45,7 +48,7 @@ class Fake(object):
         self.bin = tmp_path / "bin"
         self.bin.mkdir()
         self.log = tmp_path / "calls.log"
-        self.paths = bc.Paths(etc=str(tmp_path / "etc"), proc=str(tmp_path / "proc"), sys=str(tmp_path / "sys"))
+        self.paths = bc.Paths(str(tmp_path))
         self.tools = self  # which() and run(), as commands.Commands offers them
 
     def tree(self, files):
@@ -89,6 +92,12 @@ class AlwaysFound(object):
 
     def which(self, name):
         return "/bin/true"
+
+
+@pytest.fixture(autouse=True)
+def records_agree(monkeypatch):
+    """Every run in this file: ``changes`` records agree with ``changed``, and a failure carries none."""
+    kf.check_every_run(monkeypatch, bc, "kernel_cmdline")
 
 
 @pytest.fixture
@@ -200,7 +209,7 @@ def test_grub_d_layer_that_conflicts_fails_naming_it(fake):
     layer = 'GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT iommu=soft"\n'
     fake.tree({"etc/default/grub": GRUB, "etc/default/grub.d/90-vendor.cfg": layer}).tool("update-grub")
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert "iommu=pt (effective: iommu=pt iommu=soft)" in exc.value.message
     assert "90-vendor.cfg line 1" in exc.value.message and "nothing was changed" in exc.value.message
@@ -216,7 +225,7 @@ def test_grub_d_layer_that_agrees_counts_as_present(fake):
 
 def test_grub_value_with_expansions_is_not_rewritten(fake):
     fake.tree({"etc/default/grub": 'GRUB_CMDLINE_LINUX_DEFAULT="quiet $EXTRA"\n'}).tool("update-grub")
-    with pytest.raises(bc.CmdlineError, match="uses shell expansions; edit it by hand"):
+    with pytest.raises(ModuleFailure, match="uses shell expansions; edit it by hand"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert fake.text("etc/default/grub") == 'GRUB_CMDLINE_LINUX_DEFAULT="quiet $EXTRA"\n'
 
@@ -224,7 +233,7 @@ def test_grub_value_with_expansions_is_not_rewritten(fake):
 def test_grub_double_dash_in_linux_refuses_additions(fake):
     grub = GRUB.replace('GRUB_CMDLINE_LINUX=""', 'GRUB_CMDLINE_LINUX="ro -- single"')
     fake.tree({"etc/default/grub": grub}).tool("update-grub")
-    with pytest.raises(bc.CmdlineError, match="holds '--'"):
+    with pytest.raises(ModuleFailure, match="holds '--'"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert fake.text("etc/default/grub") == grub
 
@@ -246,14 +255,14 @@ def test_grub_on_proxmox_managed_esps_refreshes_with_proxmox_boot_tool(fake):
 
 def test_missing_refresh_tool_is_a_clear_error_and_nothing_is_written(fake):
     fake.tree({"etc/default/grub": GRUB})
-    with pytest.raises(bc.CmdlineError, match="neither update-grub nor grub-mkconfig was found"):
+    with pytest.raises(ModuleFailure, match="neither update-grub nor grub-mkconfig was found"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert fake.text("etc/default/grub") == GRUB
 
 
 def test_failing_refresh_restores_the_file_and_reruns(fake):
     fake.tree({"etc/default/grub": GRUB}).tool("update-grub", rc=1)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert fake.text("etc/default/grub") == GRUB
     assert "update-grub failed (exit status 1): update-grub: something broke" in exc.value.message
@@ -273,6 +282,109 @@ def test_check_mode_writes_and_runs_nothing(fake):
     assert result["reboot_required"] is True
     assert result["pending"] == ["iommu=pt (running: not set)", "remove quiet (running: quiet)"]
     assert snapshot(fake.root) == before and fake.calls() == []
+
+
+def test_paths_hang_off_one_root():
+    paths = bc.Paths("/srv/node")
+    assert (paths.etc, paths.proc, paths.sys) == ("/srv/node/etc", "/srv/node/proc", "/srv/node/sys")
+    assert paths.grub == "/srv/node/etc/default/grub" and paths.kernel_cmdline == "/srv/node/etc/kernel/cmdline"
+    assert paths.boot_uuids == "/srv/node/etc/kernel/proxmox-boot-uuids"
+    assert paths.efivars == "/srv/node/sys/firmware/efi/efivars"
+    real = bc.Paths()
+    assert (real.root, real.etc, real.proc, real.sys) == ("/", "/etc", "/proc", "/sys")
+
+
+# --- change records -----------------------------------------------------------------------
+
+def _grub_state(text):
+    return records.file_state(text, 0o644)
+
+
+def test_records_name_the_file_and_each_argument_that_changed(fake):
+    grub = GRUB.replace('DEFAULT="quiet"', 'DEFAULT="quiet iommu=soft splash intel-idle.max_cstate=1"')
+    fake.tree({"etc/default/grub": grub}).tool("update-grub")
+    os.chmod(fake.paths.etc + "/default/grub", 0o644)
+    args = params(present=["iommu=pt", "processor.max_cstate=1", "intel_idle.max_cstate=1"], absent=["splash", "nomodeset"])
+    result = bc.run(args, paths=fake.paths, tools=fake.tools)
+    path = fake.paths.etc + "/default/grub"
+    after = fake.text("etc/default/grub")
+    assert result["changes"] == [
+        {"area": "kernel_cmdline", "kind": "file", "target": path, "before": _grub_state(grub),
+         "after": _grub_state(after)},
+        {"area": "kernel_cmdline", "kind": "value", "target": "iommu", "before": "iommu=soft", "after": "iommu=pt"},
+        {"area": "kernel_cmdline", "kind": "value", "target": "processor.max_cstate", "before": None,
+         "after": "processor.max_cstate=1"},
+        {"area": "kernel_cmdline", "kind": "value", "target": "splash", "before": "splash", "after": None},
+    ]
+    # the digest is of the text, never the text itself
+    assert "quiet" not in repr(result["changes"])
+    # a second run: no change, no record, nothing run again
+    again = bc.run(args, paths=fake.paths, tools=fake.tools)
+    assert again["changed"] is False and again["changes"] == []
+    assert fake.calls() == ["update-grub "]
+
+
+def test_records_of_duplicates_and_a_conflict_across_the_grub_variables(fake):
+    grub = GRUB.replace('DEFAULT="quiet"', 'DEFAULT="iommu=pt quiet iommu=pt"').replace(
+        'GRUB_CMDLINE_LINUX=""', 'GRUB_CMDLINE_LINUX="iommu=soft net.ifnames=0"')
+    fake.tree({"etc/default/grub": grub}).tool("update-grub")
+    result = bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
+    values = [r for r in result["changes"] if r["kind"] == "value"]
+    # the key's arguments as the kernel reads them, in order: what a revert puts back
+    assert values == [{"area": "kernel_cmdline", "kind": "value", "target": "iommu",
+                       "before": "iommu=soft iommu=pt iommu=pt", "after": "iommu=pt"}]
+
+
+def test_records_in_check_mode_are_the_planned_ones_and_nothing_is_written(fake):
+    fake.tree({"etc/default/grub": GRUB}).tool("update-grub")
+    path = fake.paths.etc + "/default/grub"
+    mode = os.stat(path).st_mode & 0o7777
+    before = snapshot(fake.root)
+    planned = bc.run(params(present=["iommu=pt"], absent=["quiet"]), check_mode=True, paths=fake.paths,
+                     tools=fake.tools)
+    assert snapshot(fake.root) == before and fake.calls() == []
+    assert planned["changes"] == [
+        records.file_change("kernel_cmdline", path, GRUB, GRUB.replace('DEFAULT="quiet"', 'DEFAULT="iommu=pt"'),
+                            mode, mode),
+        records.value("kernel_cmdline", "iommu", None, "iommu=pt"),
+        records.value("kernel_cmdline", "quiet", "quiet", None),
+    ]
+    applied = bc.run(params(present=["iommu=pt"], absent=["quiet"]), paths=fake.paths, tools=fake.tools)
+    assert applied["changes"] == planned["changes"]
+    assert applied["changes"][0]["after"] == records.file_state(fake.text("etc/default/grub"), mode)
+
+
+def test_records_of_a_removal_only_run_and_of_absent_arguments_already_gone(fake):
+    fake.tree({"etc/default/grub": GRUB}).tool("update-grub")
+    result = bc.run(params(absent=["quiet"]), paths=fake.paths, tools=fake.tools)
+    assert [(r["kind"], r["target"], r["before"], r["after"]) for r in result["changes"]][1:] == [
+        ("value", "quiet", "quiet", None)]
+    again = bc.run(params(absent=["quiet", "splash"]), paths=fake.paths, tools=fake.tools)
+    assert again["changed"] is False and again["changes"] == []
+
+
+def test_records_on_systemd_boot_name_etc_kernel_cmdline(fake):
+    pve(fake)
+    result = bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
+    assert [(r["kind"], r["target"]) for r in result["changes"]] == [
+        ("file", fake.paths.etc + "/kernel/cmdline"), ("value", "iommu")]
+    assert result["changes"][0]["after"]["sha256"] == records.file_state(fake.text("etc/kernel/cmdline"))["sha256"]
+    # the refresh command is an action, not state: reported, never a record
+    assert result["refresh_command"][1:] == ["refresh"]
+    assert bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)["changes"] == []
+
+
+def test_no_configuration_to_edit_is_no_change_and_no_record(fake):
+    result = bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
+    assert result["skipped"] is True and result["changed"] is False and result["changes"] == []
+
+
+def test_a_failed_refresh_reports_no_records(fake):
+    fake.tree({"etc/default/grub": GRUB}).tool("update-grub", rc=1)
+    with pytest.raises(ModuleFailure) as exc:
+        bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
+    assert "changes" not in exc.value.partial
+    assert fake.text("etc/default/grub") == GRUB
 
 
 # --- Proxmox systemd-boot -------------------------------------------------------------------
@@ -337,7 +449,7 @@ def test_systemd_boot_needs_managed_esps(fake):
 def test_failing_proxmox_refresh_restores_and_resyncs(fake):
     pve(fake)
     fake.tool("proxmox-boot-tool", fail_times=1)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert fake.text("etc/kernel/cmdline") == PVE_CMDLINE
     assert "proxmox-boot-tool: broken ESP" in exc.value.message
@@ -354,9 +466,9 @@ def test_explicit_bootloader_choice(fake):
 
 
 def test_explicit_bootloader_missing_file(fake):
-    with pytest.raises(bc.CmdlineError, match="bootloader=systemd-boot but .*/etc/kernel/cmdline does not exist"):
+    with pytest.raises(ModuleFailure, match="bootloader=systemd-boot but .*/etc/kernel/cmdline does not exist"):
         bc.run(params(present=["iommu=pt"], bootloader="systemd-boot"), paths=fake.paths, tools=fake.tools)
-    with pytest.raises(bc.CmdlineError, match="bootloader=grub but .*/etc/default/grub does not exist"):
+    with pytest.raises(ModuleFailure, match="bootloader=grub but .*/etc/default/grub does not exist"):
         bc.run(params(present=["iommu=pt"], bootloader="grub"), paths=fake.paths, tools=fake.tools)
 
 
@@ -371,7 +483,7 @@ def test_nothing_found_is_skipped_not_failed(fake):
 def test_blackwell_refuses_identity_domains_naming_gpu_and_argument(fake):
     fake.tree(dict(BLACKWELL, **{"etc/default/grub": GRUB})).tool("update-grub")
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt", "amd_pstate=active"]), paths=fake.paths, tools=fake.tools)
     msg = exc.value.message
     assert "refusing iommu=pt on NVIDIA Blackwell GPU 0000:41:00.0 (10de:2bb5, blackwell gb202)" in msg
@@ -383,7 +495,7 @@ def test_blackwell_refuses_identity_domains_naming_gpu_and_argument(fake):
 
 def test_blackwell_refuses_passthrough_spelled_otherwise(fake):
     fake.tree(dict(BLACKWELL, **{"etc/default/grub": GRUB})).tool("update-grub")
-    with pytest.raises(bc.CmdlineError, match="refusing iommu.passthrough=1 on NVIDIA Blackwell"):
+    with pytest.raises(ModuleFailure, match="refusing iommu.passthrough=1 on NVIDIA Blackwell"):
         bc.run(params(present=["iommu.passthrough=1"]), paths=fake.paths, tools=fake.tools)
 
 
@@ -429,14 +541,14 @@ def test_hopper_is_not_refused(fake):
 
 def test_invalid_inputs_fail_before_reading(fake):
     fake.tree({"etc/default/grub": GRUB}).tool("update-grub")
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["a b"], absent=["x'y"], present_by_cpu_vendor={"AuthenticAMD": "amd_pstate=active"}),
                paths=fake.paths, tools=fake.tools)
     assert "present_by_cpu_vendor[AuthenticAMD] must be a list" in exc.value.message
     assert "nothing was changed" in exc.value.message
-    with pytest.raises(bc.CmdlineError, match="present entry 'a b' is not valid"):
+    with pytest.raises(ModuleFailure, match="present entry 'a b' is not valid"):
         bc.run(params(present=["a b"]), paths=fake.paths, tools=fake.tools)
-    with pytest.raises(bc.CmdlineError, match="bootloader 'lilo' is not valid"):
+    with pytest.raises(ModuleFailure, match="bootloader 'lilo' is not valid"):
         bc.run(params(bootloader="lilo"), paths=fake.paths, tools=fake.tools)
     assert fake.text("etc/default/grub") == GRUB and fake.calls() == []
 
@@ -476,7 +588,7 @@ def test_boot_breaking_arguments_are_refused_everywhere(fake, where, bad):
         kw = {"present_by_cpu_vendor": {"AuthenticAMD": ["amd_pstate=active", bad]}}
     else:
         kw = {where: ["iommu=pt", bad] if where == "present" else [bad]}
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(**kw), paths=fake.paths, tools=fake.tools)
     msg = exc.value.message
     assert repr(bad) in msg and "nothing was changed" in msg
@@ -508,7 +620,7 @@ def test_unsafe_existing_arguments_block_adding_next_to_them(fake, value, fragme
     # single quotes in the shell file: the value is taken literally, as GRUB then reads it
     fake.tree({"etc/default/grub": "GRUB_CMDLINE_LINUX_DEFAULT='%s'\n" % value}).tool("update-grub")
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert fragment in exc.value.message, exc.value.message
     assert "grub line 1" in exc.value.message and "nothing was changed" in exc.value.message
@@ -523,7 +635,7 @@ def test_newline_in_an_unedited_assignment_blocks_adding(fake):
     grub = 'GRUB_CMDLINE_LINUX="ro\nreboot"\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'
     fake.tree({"etc/default/grub": grub}).tool("update-grub")
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError, match="GRUB runs what follows a newline as a command"):
+    with pytest.raises(ModuleFailure, match="GRUB runs what follows a newline as a command"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert snapshot(fake.root) == before
 
@@ -531,7 +643,7 @@ def test_newline_in_an_unedited_assignment_blocks_adding(fake):
 def test_systemd_boot_unbalanced_quote_blocks_adding(fake):
     pve(fake, 'root=ZFS=rpool/ROOT/pve-1 boot=zfs foo="a\n')
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError, match="unbalanced double quote"):
+    with pytest.raises(ModuleFailure, match="unbalanced double quote"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert snapshot(fake.root) == before and fake.calls() == []
 
@@ -539,7 +651,7 @@ def test_systemd_boot_unbalanced_quote_blocks_adding(fake):
 def test_systemd_boot_refuses_to_drop_root(fake):
     pve(fake)
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError, match="would have no root= argument"):
+    with pytest.raises(ModuleFailure, match="would have no root= argument"):
         bc.run(params(absent=["root"]), paths=fake.paths, tools=fake.tools)
     assert snapshot(fake.root) == before and fake.calls() == []
 
@@ -550,7 +662,7 @@ def test_too_long_a_line_is_refused_with_length_and_limit(fake):
     fake.tree({"etc/default/grub": GRUB}).tool("update-grub")
     before = snapshot(fake.root)
     long_arg = "x=" + "a" * 1795
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=[long_arg]), paths=fake.paths, tools=fake.tools, machine="x86_64")
     msg = exc.value.message
     # "quiet " + the argument: 1803 bytes, + 256 kept free for BOOT_IMAGE=, root=, ro = 2059 > 2047
@@ -565,7 +677,7 @@ def test_too_long_a_line_is_refused_with_length_and_limit(fake):
 def test_length_reserve_grows_with_what_the_boot_loader_adds(fake):
     boot_image = "BOOT_IMAGE=/" + "b" * 400
     fake.tree({"etc/default/grub": GRUB, "proc/cmdline": boot_image + " root=/dev/sda1 ro quiet\n"}).tool("update-grub")
-    with pytest.raises(bc.CmdlineError, match=r"with 431 bytes kept free"):
+    with pytest.raises(ModuleFailure, match=r"with 431 bytes kept free"):
         bc.run(params(present=["x=" + "a" * 1700]), paths=fake.paths, tools=fake.tools, machine="x86_64")
     # an unknown machine gets the smaller, x86 size
     assert bc.command_line_size("riscv64") == 2048 and bc.command_line_size("aarch64") == 4096
@@ -595,7 +707,7 @@ def test_write_failure_names_the_path_and_restores_earlier_files(fake, monkeypat
             raise OSError(30, "Read-only file system", path)
         return real(path, content, **kw)
     monkeypatch.setattr(bc.fileops, "write_atomic", write_atomic)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert ("failed to write %s/%s: Read-only file system (EROFS)" % (fake.root, cfg)) in exc.value.message
     assert "everything applied before it was restored" in exc.value.message
@@ -607,7 +719,7 @@ def test_a_directory_where_a_config_file_should_be_is_a_clean_failure(fake, wher
     fake.tree({"etc/default/grub": GRUB} if where != "etc/default/grub" else {}).tool("update-grub")
     (fake.root / where).mkdir(parents=True)
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools, check_mode=True)
     assert str(fake.root / where) in exc.value.message and "nothing was changed" in exc.value.message
     assert snapshot(fake.root) == before
@@ -620,7 +732,7 @@ def test_unstartable_refresh_command_is_a_failure_with_restore(fake, monkeypatch
     def run(argv):
         raise OSError(8, "Exec format error", argv[0])
     monkeypatch.setattr(fake, "run", run)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert "could not be run: %s: Exec format error (ENOEXEC)" % (fake.bin / "update-grub") in exc.value.message
     assert snapshot(fake.root) == before
@@ -633,7 +745,7 @@ def test_undecodable_grub_file_fails_naming_it_before_writing(fake, rel):
     fake.tree({"etc/default/grub": GRUB}).tool("update-grub")
     fake.tree({rel: b"# caf\xe9\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n"})
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     msg = exc.value.message
     assert str(fake.root / rel) in msg and "not valid UTF-8" in msg and "offset 5" in msg
@@ -644,7 +756,7 @@ def test_undecodable_grub_file_fails_naming_it_before_writing(fake, rel):
 def test_undecodable_kernel_cmdline_fails_naming_it(fake):
     pve(fake, b"root=ZFS=rpool/ROOT/pve-1 boot=zfs caf\xe9\n")
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError, match=r"etc/kernel/cmdline: .*not valid UTF-8"):
+    with pytest.raises(ModuleFailure, match=r"etc/kernel/cmdline: .*not valid UTF-8"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert snapshot(fake.root) == before
 
@@ -673,7 +785,7 @@ def test_grub_file_changed_by_another_writer_is_not_overwritten(fake, monkeypatc
     fake.tree({"etc/default/grub": GRUB}).tool("update-grub")
     other = GRUB.replace('"quiet"', '"quiet splash"')
     _write_between_plan_and_write(monkeypatch, bc._Grub, str(fake.root / "etc/default/grub"), other)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert exc.value.message == ("%s/default/grub changed while this module was reading it; nothing was changed, "
                                  "run again" % fake.paths.etc)
@@ -684,7 +796,7 @@ def test_grub_d_file_appearing_meanwhile_is_a_change(fake, monkeypatch):
     fake.tree({"etc/default/grub": GRUB, "etc/default/grub.d": None}).tool("update-grub")
     cfg = str(fake.root / "etc/default/grub.d/99-late.cfg")
     _write_between_plan_and_write(monkeypatch, bc._Grub, cfg, 'GRUB_CMDLINE_LINUX_DEFAULT="late"\n')
-    with pytest.raises(bc.CmdlineError, match="99-late.cfg changed while this module was reading it"):
+    with pytest.raises(ModuleFailure, match="99-late.cfg changed while this module was reading it"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert fake.text("etc/default/grub") == GRUB and fake.calls() == []
 
@@ -693,8 +805,8 @@ def test_kernel_cmdline_changed_by_another_writer_is_not_overwritten(fake, monke
     pve(fake)
     other = "root=ZFS=rpool/ROOT/pve-1 boot=zfs mitigations=off\n"
     _write_between_plan_and_write(monkeypatch, bc._SystemdBoot, str(fake.root / "etc/kernel/cmdline"), other)
-    with pytest.raises(bc.CmdlineError, match="kernel/cmdline changed while this module was reading it; nothing "
-                                              "was changed, run again"):
+    with pytest.raises(ModuleFailure, match="kernel/cmdline changed while this module was reading it; nothing "
+                                            "was changed, run again"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert fake.text("etc/kernel/cmdline") == other and fake.calls() == []
 
@@ -711,7 +823,7 @@ def test_change_in_the_last_instant_is_caught_at_capture_and_restored(fake, monk
             handle.write(other)
         return []
     monkeypatch.setattr(bc._Grub, "changed_since_load", changed_since_load)
-    with pytest.raises(bc.CmdlineError, match="grub changed while this module was reading it"):
+    with pytest.raises(ModuleFailure, match="grub changed while this module was reading it"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert fake.text("etc/default/grub") == other and fake.calls() == []
 
@@ -738,7 +850,7 @@ def test_failing_refresh_restores_a_symlinked_grub_exactly(fake):
     _linked_grub(fake)
     fake.tool("update-grub", rc=1)
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError, match="update-grub failed"):
+    with pytest.raises(ModuleFailure, match="update-grub failed"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     after = snapshot(fake.root)
     after.pop("calls.log"), after.pop("calls.log (mode)")
@@ -751,7 +863,7 @@ def test_failing_refresh_restores_mode_and_owner(fake):
     os.chmod(path, 0o600)
     if os.geteuid() == 0:
         os.chown(path, 1234, 5678)
-    with pytest.raises(bc.CmdlineError):
+    with pytest.raises(ModuleFailure):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     st = os.stat(path)
     assert fake.text("etc/default/grub") == GRUB and st.st_mode & 0o7777 == 0o600
@@ -785,7 +897,7 @@ def test_symlinked_grub_d_file_is_edited_through_the_link(fake):
 def test_constructs_the_parser_cannot_evaluate_refuse_editing(fake, extra, fragment):
     fake.tree({"etc/default/grub": GRUB + extra}).tool("update-grub")
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert "cannot edit the GRUB configuration safely" in exc.value.message
     assert fragment in exc.value.message and re.search(r"grub line [78]:", exc.value.message)
@@ -862,7 +974,7 @@ def test_no_reboot_for_a_file_the_boot_does_not_use(fake):
 def test_forced_systemd_boot_on_a_grub_boot_fails_with_the_reason(fake, boot, fragment):
     pve(fake, boot=boot)
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"], bootloader="systemd-boot"), paths=fake.paths, tools=fake.tools)
     msg = exc.value.message
     assert "bootloader=systemd-boot, but this node does not boot through systemd-boot" in msg
@@ -874,7 +986,7 @@ def test_forced_systemd_boot_on_a_grub_boot_fails_with_the_reason(fake, boot, fr
 def test_forced_grub_on_a_systemd_boot_boot_fails_with_the_reason(fake):
     pve(fake)
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError, match="bootloader=grub, but this node boots through systemd-boot"):
+    with pytest.raises(ModuleFailure, match="bootloader=grub, but this node boots through systemd-boot"):
         bc.run(params(present=["iommu=pt"], bootloader="grub"), paths=fake.paths, tools=fake.tools)
     assert snapshot(fake.root) == before and fake.calls() == []
 
@@ -882,7 +994,7 @@ def test_forced_grub_on_a_systemd_boot_boot_fails_with_the_reason(fake):
 def test_forced_systemd_boot_without_managed_esps_fails(fake):
     pve(fake)
     fake.tree({"etc/kernel/proxmox-boot-uuids": ""})
-    with pytest.raises(bc.CmdlineError, match="proxmox-boot-tool is installed but .* lists no ESP"):
+    with pytest.raises(ModuleFailure, match="proxmox-boot-tool is installed but .* lists no ESP"):
         bc.run(params(present=["iommu=pt"], bootloader="systemd-boot"), paths=fake.paths, tools=fake.tools)
     assert fake.text("etc/kernel/cmdline") == PVE_CMDLINE
 
@@ -898,7 +1010,7 @@ def test_systemd_boot_without_proxmox_boot_tool_is_skipped_not_grub(fake):
 def test_managed_systemd_boot_without_kernel_cmdline_is_a_clear_failure(fake):
     pve(fake)
     os.unlink(str(fake.root / "etc/kernel/cmdline"))
-    with pytest.raises(bc.CmdlineError, match="kernel/cmdline does not exist .*create it"):
+    with pytest.raises(ModuleFailure, match="kernel/cmdline does not exist .*create it"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
 
 
@@ -931,7 +1043,7 @@ def test_a_fifo_where_a_config_file_should_be_fails_without_blocking(fake, rel):
         os.unlink(path)
     os.mkfifo(path)
     before = snapshot(fake.root)
-    with pytest.raises(bc.CmdlineError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)
     assert "%s: is a FIFO" % path in exc.value.message and "nothing was changed" in exc.value.message
     assert exc.value.message.count(path) == 1
@@ -941,5 +1053,5 @@ def test_a_fifo_where_a_config_file_should_be_fails_without_blocking(fake, rel):
 def test_symlink_loop_at_grub_fails_naming_it(fake):
     fake.tree({"etc/default": None}).tool("update-grub")
     os.symlink("grub", str(fake.root / "etc/default/grub"))
-    with pytest.raises(bc.CmdlineError, match=r"default/grub: Too many levels of symbolic links \(ELOOP\); nothing"):
+    with pytest.raises(ModuleFailure, match=r"default/grub: Too many levels of symbolic links \(ELOOP\); nothing"):
         bc.run(params(present=["iommu=pt"]), paths=fake.paths, tools=fake.tools)

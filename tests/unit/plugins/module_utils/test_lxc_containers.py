@@ -6,6 +6,7 @@ import signal
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_containers as lc
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot, write_tree
 from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils import lxc_fixtures as fx
 
@@ -143,7 +144,7 @@ def test_terms_that_name_nothing_are_reported(pve):
 def test_bad_terms_are_refused_before_reading(pve, monkeypatch, select, exclude, message):
     _root, paths = pve
     monkeypatch.setattr(lc, "discover", lambda *a, **k: pytest.fail("read before validating"))
-    with pytest.raises(lc.DiscoveryError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         lc.run({"select": select, "exclude": exclude}, paths=paths)
     assert message in exc.value.message
 
@@ -283,3 +284,17 @@ def test_gpu_evidence_forms(items, found):
 def test_long_evidence_lines_are_shortened():
     [line] = lc.gpu_evidence([("lxc.mount.entry", "/dev/nvidia0 " + "x" * 400)], {195: "nvidia"})
     assert len(line) == lc.MAX_EVIDENCE_TEXT and line.endswith("...")
+
+
+def test_read_only_so_changes_is_always_empty(pve):
+    root, paths = pve
+    before = snapshot(root)
+    for check_mode in (False, True):
+        result = lc.run({"select": ["all"]}, check_mode=check_mode, paths=paths)
+        assert result["changed"] is False and result["changes"] == []
+    assert snapshot(root) == before
+
+
+def test_argument_spec_defaults_are_the_engines():
+    assert lc.ARGUMENT_SPEC["select"]["default"] == ["gpu"] and lc.ARGUMENT_SPEC["exclude"]["default"] == []
+    assert lc.Paths("/").pve_lxc == "/etc/pve/lxc" and lc.Paths("/srv/t").lxc_conf == "/srv/t/etc/lxc/lxc.conf"

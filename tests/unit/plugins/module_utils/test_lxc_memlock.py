@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock as lm
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot, write_tree
 from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils import lxc_fixtures as fx
@@ -19,9 +20,7 @@ LIMITS_UNLIMITED = LIMITS_8M.replace("Max locked memory         8388608         
 
 
 def make_paths(root):
-    return lm.Paths(pve_lxc=str(root / "etc/pve/lxc"), lxc_path=str(root / "var/lib/lxc"),
-                    proc=str(root / "proc"), cgroup=str(root / "cg"), pve_lock_dir=str(root / "run/lock/lxc"),
-                    lxc_conf=str(root / "etc/lxc/lxc.conf"))
+    return lm.Paths(str(root))
 
 
 def running_101(root, limits=LIMITS_8M):
@@ -42,7 +41,7 @@ def host(tmp_path):
         "var/lib/lxc/serving/config": fx.LXC_PLAIN,
         "var/lib/lxc/minus/config": fx.LXC_MINUS_ONE,
         "proc/1/stat": "1 (systemd) S 0 1 0 0\n", "proc/1/cgroup": "0::/init.scope\n",
-        "cg": None,
+        "sys/fs/cgroup": None,
     })
     return tmp_path, make_paths(tmp_path)
 
@@ -188,28 +187,28 @@ def test_path_forms_name_the_container(host):
 
 def test_missing_config_names_the_path(host):
     _root, paths = host
-    with pytest.raises(lm.MemlockError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         lm.run(params(vmid=199), paths=paths)
     assert "%s/199.conf does not exist" % paths.pve_lxc in exc.value.message
-    with pytest.raises(lm.MemlockError, match="var/lib/lxc/nope/config does not exist"):
+    with pytest.raises(ModuleFailure, match="var/lib/lxc/nope/config does not exist"):
         lm.run(params(name="nope"), paths=paths)
 
 
 def test_not_a_container_config_is_refused(host):
     root, paths = host
     write_tree(root, {"etc/sysctl.d/99-local.conf": fx.NOT_A_CONTAINER})
-    with pytest.raises(lm.MemlockError, match="is not a container config"):
+    with pytest.raises(ModuleFailure, match="is not a container config"):
         lm.run(params(path=str(root / "etc/sysctl.d/99-local.conf")), paths=paths)
     assert (root / "etc/sysctl.d/99-local.conf").read_bytes() == fx.NOT_A_CONTAINER
     write_tree(root, {"etc/pve/lxc/150.conf": b"\x7fELF\0\0\0"})
-    with pytest.raises(lm.MemlockError, match="NUL bytes"):
+    with pytest.raises(ModuleFailure, match="NUL bytes"):
         lm.run(params(vmid=150), paths=paths)
 
 
 def test_a_directory_is_an_error(host):
     root, paths = host
     os.makedirs(str(root / "etc/pve/lxc/160.conf"))
-    with pytest.raises(lm.MemlockError, match="cannot read .*160.conf"):
+    with pytest.raises(ModuleFailure, match="cannot read .*160.conf"):
         lm.run(params(vmid=160), paths=paths)
 
 
@@ -229,7 +228,7 @@ def test_a_directory_is_an_error(host):
 def test_bad_input_refused_before_reading(host, kw, message):
     root, paths = host
     before = snapshot(root)
-    with pytest.raises(lm.MemlockError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         lm.run(params(**kw), paths=paths)
     assert message in exc.value.message
     assert snapshot(root) == before
@@ -237,7 +236,7 @@ def test_bad_input_refused_before_reading(host, kw, message):
 
 def test_bad_limit_is_reported_before_a_missing_file(host):
     _root, paths = host
-    with pytest.raises(lm.MemlockError, match="not valid.*nothing was read"):
+    with pytest.raises(ModuleFailure, match="not valid.*nothing was read"):
         lm.run(params(vmid=199, limit="8M"), paths=paths)
 
 
@@ -262,7 +261,7 @@ def test_proxmox_lock_refused(host):
     root, paths = host
     data = fx.PVE_PLAIN.replace(b"hostname:", b"lock: backup\nhostname:")
     write_tree(root, {"etc/pve/lxc/101.conf": data})
-    with pytest.raises(lm.MemlockError, match=r"locked by Proxmox \(lock: backup\)"):
+    with pytest.raises(ModuleFailure, match=r"locked by Proxmox \(lock: backup\)"):
         lm.run(params(vmid=101, on_locked="fail"), paths=paths)
     assert (root / "etc/pve/lxc/101.conf").read_bytes() == data
     # a lock recorded in a snapshot section is not a lock on the container
@@ -295,7 +294,7 @@ def test_failed_write_rolls_back_backup_and_config(host, monkeypatch):
         return real(path, content, **kw)
 
     monkeypatch.setattr(fileops, "write_atomic", fail_on_config)
-    with pytest.raises(lm.MemlockError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         lm.run(params(vmid=101), paths=paths)
     assert "No space left on device" in exc.value.message and "restored" in exc.value.message
     assert exc.value.partial["backup_file"] is None
@@ -316,7 +315,7 @@ def test_read_back_mismatch_rolls_back(host, monkeypatch):
         return data
 
     monkeypatch.setattr(fileops, "read_bytes", lying_read)
-    with pytest.raises(lm.MemlockError, match="does not hold what was written"):
+    with pytest.raises(ModuleFailure, match="does not hold what was written"):
         lm.run(params(vmid=101), paths=paths)
     assert calls["n"] == 1
     assert real_read(str(root / "etc/pve/lxc/101.conf")) == fx.PVE_PLAIN
@@ -339,7 +338,7 @@ def test_file_changed_between_read_and_lock(host, monkeypatch):
             return False
 
     monkeypatch.setattr(lm, "_ConfigLock", Racing)
-    with pytest.raises(lm.MemlockError, match="changed while this module was reading it"):
+    with pytest.raises(ModuleFailure, match="changed while this module was reading it"):
         lm.run(params(vmid=101), paths=paths)
     assert conf.read_bytes() == fx.PVE_PLAIN + b"tags: gpu\n"
 
@@ -353,7 +352,7 @@ def test_proxmox_config_lock_taken_and_waited_for(host, monkeypatch):
     with open(os.path.join(paths.pve_lock_dir, "pve-config-102.lock"), "a") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         monkeypatch.setattr(lm, "LOCK_TIMEOUT", 0.3)
-        with pytest.raises(lm.MemlockError, match="could not take Proxmox's config lock"):
+        with pytest.raises(ModuleFailure, match="could not take Proxmox's config lock"):
             lm.run(params(vmid=102, on_locked="fail"), paths=paths)
         # the default reports it as pending and succeeds
         result = lm.run(params(vmid=102), paths=paths)
@@ -443,7 +442,7 @@ def test_a_locked_container_is_pending_by_default(host, lock):
 def test_a_locked_container_fails_when_asked_to(host):
     root, paths = host
     write_tree(root, {"etc/pve/lxc/101.conf": locked("snapshot")})
-    with pytest.raises(lm.MemlockError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         lm.run(params(vmid=101, on_locked="fail"), paths=paths)
     assert "locked by Proxmox (lock: snapshot): a snapshot is being taken" in exc.value.message
     assert exc.value.partial["path"].endswith("101.conf") and exc.value.partial["lock"] == "snapshot"
@@ -482,7 +481,7 @@ def test_a_lock_in_a_plain_lxc_file_style_proxmox_path(host):
 def test_on_locked_is_validated_first(host):
     root, paths = host
     before = snapshot(root)
-    with pytest.raises(lm.MemlockError, match="on_locked 'skip' is not valid: use fail or pending"):
+    with pytest.raises(ModuleFailure, match="on_locked 'skip' is not valid: use fail or pending"):
         lm.run(params(vmid=101, on_locked="skip"), paths=paths)
     assert snapshot(root) == before
 
@@ -518,7 +517,7 @@ def test_a_symlinked_config_is_restored_through_the_link(host, monkeypatch):
     os.symlink("../../../../srv/configs/serving.conf", str(root / "var/lib/lxc/linked/config"))
     before = snapshot(root)
     _failing_read_back(monkeypatch, fx.AFTER_LXC_PLAIN)
-    with pytest.raises(lm.MemlockError, match="does not hold what was written.*restored"):
+    with pytest.raises(ModuleFailure, match="does not hold what was written.*restored"):
         lm.run(params(name="linked"), paths=paths)
     assert snapshot(root) == before  # the link, the target's bytes and mode, no backup
 
@@ -532,7 +531,7 @@ def test_a_failed_edit_restores_bytes_and_mode_and_leaves_nothing(host, monkeypa
     _failing_read_back(monkeypatch, fx.AFTER_LXC_PLAIN)
     old_umask = os.umask(0o077)  # a restore must not depend on the umask
     try:
-        with pytest.raises(lm.MemlockError) as exc:
+        with pytest.raises(ModuleFailure) as exc:
             lm.run(params(name="serving"), paths=paths)
     finally:
         os.umask(old_umask)
@@ -574,7 +573,7 @@ def test_a_failed_backup_leaves_nothing(host, monkeypatch):
         return real(path, content, **kw)
 
     monkeypatch.setattr(fileops, "write_atomic", no_space_for_backups)
-    with pytest.raises(lm.MemlockError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         lm.run(params(name="serving"), paths=paths)
     assert ".gpufleet.bak: No space left on device (ENOSPC)" in exc.value.message
     assert snapshot(root) == before
@@ -602,7 +601,7 @@ def test_a_fifo_at_the_config_path_is_refused_by_name(host, no_hang):
     os.makedirs(str(root / "var/lib/lxc/piped"))
     os.mkfifo(str(root / "var/lib/lxc/piped/config"))
     before = snapshot(root)
-    with pytest.raises(lm.MemlockError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         lm.run(params(name="piped"), paths=paths)
     assert "cannot read the container config %s/var/lib/lxc/piped/config: is a FIFO" % root in exc.value.message
     assert snapshot(root) == before
@@ -611,7 +610,7 @@ def test_a_fifo_at_the_config_path_is_refused_by_name(host, no_hang):
 def test_a_directory_at_the_config_path_is_refused_by_name(host):
     root, paths = host
     os.makedirs(str(root / "var/lib/lxc/dir/config"))
-    with pytest.raises(lm.MemlockError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         lm.run(params(name="dir"), paths=paths)
     assert "%s/var/lib/lxc/dir/config: is a directory where a regular file was expected (EISDIR)" % root \
         in exc.value.message
@@ -620,7 +619,7 @@ def test_a_directory_at_the_config_path_is_refused_by_name(host):
 def test_a_nul_byte_in_the_path_is_refused_before_reading(host):
     root, paths = host
     before = snapshot(root)
-    with pytest.raises(lm.MemlockError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         lm.run(params(path=str(root / "var/lib/lxc/serving/config\0x")), paths=paths)
     assert "is not valid: an absolute path to a container config (it holds a NUL byte)" in exc.value.message
     assert "\\x00" in exc.value.message  # shown escaped, not as a raw NUL
@@ -660,7 +659,7 @@ def test_proxmox_generated_runtime_config_is_refused(host):
     write_tree(root, {"var/lib/lxc/101/config": b"lxc.uts.name = llm-serve-01\n"})
     before = snapshot(root)
     for kw in (dict(name="101"), dict(path=str(root / "var/lib/lxc/101/config"))):
-        with pytest.raises(lm.MemlockError) as exc:
+        with pytest.raises(ModuleFailure) as exc:
             lm.run(params(**kw), paths=paths)
         assert "generated by Proxmox from %s/101.conf" % paths.pve_lxc in exc.value.message
         assert "use vmid: 101" in exc.value.message
@@ -683,7 +682,7 @@ def test_a_name_is_found_under_the_configured_lxcpath(host):
     # the default path wins when it holds the container
     assert lm.run(params(name="serving"), check_mode=True, paths=paths)["path"] == str(
         root / "var/lib/lxc/serving/config")
-    with pytest.raises(lm.MemlockError, match="var/lib/lxc/nowhere/config does not exist"):
+    with pytest.raises(ModuleFailure, match="var/lib/lxc/nowhere/config does not exist"):
         lm.run(params(name="nowhere"), paths=paths)
 
 
@@ -699,3 +698,97 @@ def test_secrets_in_the_config_never_reach_the_result(host):
         assert "hf_secret_value" not in json.dumps(result)
     [backup] = backups(root / "etc/pve/lxc")
     assert os.stat(str(root / "etc/pve/lxc" / backup)).st_mode & 0o777 == 0o600
+
+
+# --- change records (issue 16): what changed, for programs; changed iff there are records -------
+
+def _digest(data):
+    import hashlib
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_records_of_an_edit_name_the_limit_the_config_and_the_backup(host):
+    root, paths = host
+    conf = root / "etc/pve/lxc/101.conf"
+    mode = "%04o" % (os.stat(str(conf)).st_mode & 0o777)
+    result = lm.run(params(vmid=101), paths=paths)
+    assert result["changed"] is True
+    value, config, backup = result["changes"]
+    assert value == {"area": "lxc_memlock", "kind": "value", "target": "%s lxc.prlimit.memlock" % conf,
+                     "before": None, "after": "unlimited"}
+    assert config == {"area": "lxc_memlock", "kind": "file", "target": str(conf),
+                      "before": {"sha256": _digest(fx.PVE_PLAIN), "size": len(fx.PVE_PLAIN), "mode": mode},
+                      "after": {"sha256": _digest(fx.AFTER_PVE_PLAIN), "size": len(fx.AFTER_PVE_PLAIN),
+                                "mode": mode}}
+    # the backup is a new file: nothing before, the old config's bytes after
+    assert backup["kind"] == "file" and backup["target"] == result["backup_file"]
+    assert backup["before"] is None and backup["after"] == dict(config["before"])
+    # the second run changes nothing and says so
+    again = lm.run(params(vmid=101), paths=paths)
+    assert again["changed"] is False and again["changes"] == []
+
+
+def test_records_in_check_mode_are_the_planned_ones_and_nothing_is_written(host):
+    root, paths = host
+    running_101(root)
+    before = snapshot(root)
+    result = lm.run(params(vmid=101, limit=65536), check_mode=True, paths=paths)
+    assert result["changed"] is True and result["backup_file"] is None
+    kinds = [(r["kind"], r["before"] is None) for r in result["changes"]]
+    assert kinds == [("value", True), ("file", False), ("file", True)]
+    assert result["changes"][0]["after"] == "65536"
+    planned = result["changes"][2]["target"]
+    assert planned.startswith(str(root / "etc/pve/lxc/101.conf.")) and planned.endswith(".gpufleet.bak")
+    assert snapshot(root) == before
+    # without a backup there is no backup record
+    result = lm.run(params(vmid=101, backup=False), check_mode=True, paths=paths)
+    assert [r["kind"] for r in result["changes"]] == ["value", "file"]
+
+
+def test_only_dropping_a_duplicate_is_a_file_record_without_a_value_record(host):
+    root, paths = host
+    write_tree(root, {"etc/pve/lxc/101.conf": fx.PVE_PLAIN + b"lxc.prlimit.memlock: unlimited\n" * 2})
+    result = lm.run(params(vmid=101, backup=False), paths=paths)
+    assert result["changed"] is True and result["duplicates_removed"] == 1
+    assert [(r["kind"], r["target"]) for r in result["changes"]] == [("file", str(root / "etc/pve/lxc/101.conf"))]
+
+
+def test_records_of_a_pending_or_unchanged_container_are_empty(host):
+    root, paths = host
+    running_101(root, LIMITS_8M)
+    write_tree(root, {"etc/pve/lxc/101.conf": locked("backup")})
+    result = lm.run(params(vmid=101), paths=paths)
+    assert result["pending"] is True and result["changed"] is False and result["changes"] == []
+    # a restart still due is not a change of this run
+    write_tree(root, {"etc/pve/lxc/101.conf": fx.AFTER_PVE_PLAIN})
+    result = lm.run(params(vmid=101), check_mode=True, paths=paths)
+    assert result["restart_required"] is True and result["changed"] is False and result["changes"] == []
+
+
+def test_a_failed_edit_claims_no_records(host, monkeypatch):
+    root, paths = host
+    _failing_read_back(monkeypatch, fx.AFTER_PVE_PLAIN)
+    with pytest.raises(ModuleFailure) as exc:
+        lm.run(params(vmid=101), paths=paths)
+    assert "changes" not in exc.value.partial
+    with pytest.raises(ModuleFailure) as exc:
+        write_tree(root, {"etc/pve/lxc/101.conf": locked("backup")})
+        lm.run(params(vmid=101, on_locked="fail"), paths=paths)
+    assert "changes" not in exc.value.partial
+
+
+def test_records_carry_digests_never_the_secrets_of_a_config(host):
+    root, paths = host
+    write_tree(root, {"var/lib/lxc/serving/config": fx.LXC_PLAIN + b"lxc.environment = HF_TOKEN=hf_secret_value\n"})
+    for check_mode in (True, False):
+        result = lm.run(params(name="serving"), check_mode=check_mode, paths=paths)
+        assert result["changes"] and "hf_secret_value" not in json.dumps(result["changes"])
+
+
+def test_paths_all_under_one_root():
+    paths = lm.Paths()
+    assert (paths.pve_lxc, paths.lxc_path, paths.lxc_conf, paths.proc, paths.cgroup, paths.pve_lock_dir) == (
+        "/etc/pve/lxc", "/var/lib/lxc", "/etc/lxc/lxc.conf", "/proc", "/sys/fs/cgroup", "/run/lock/lxc")
+    paths = lm.Paths("/srv/t")
+    assert (paths.pve_lxc, paths.cgroup, paths.pve_lock_dir) == (
+        "/srv/t/etc/pve/lxc", "/srv/t/sys/fs/cgroup", "/srv/t/run/lock/lxc")

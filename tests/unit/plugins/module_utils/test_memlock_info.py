@@ -3,6 +3,7 @@
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import memlock_info as mi
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import proc_cgroups
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import write_tree
 from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils.hw.test_rlimit import LIMITS_8M
@@ -28,12 +29,12 @@ def container(tmp_path, pid1_limits, vllm_limits):
     files.update(proc(322, 321, "1:name=systemd:/system.slice/vllm.service\n0::/system.slice/vllm.service\n",
                       vllm_limits, "python3"))
     write_tree(tmp_path, files)
-    return mi.Paths(proc=str(tmp_path / "proc"), run=str(tmp_path / "run"))
+    return mi.Paths(str(tmp_path))
 
 
 def test_all_unlimited(tmp_path):
     paths = container(tmp_path, UNLIMITED, UNLIMITED)
-    result = mi.run({"units": ["vllm"]}, paths)
+    result = mi.run({"units": ["vllm"]}, paths=paths)
     assert result["ok"] is True and result["host_limit_ok"] is True and result["findings"] == []
     assert result["units"]["vllm.service"]["pid"] == 321
     assert result["pid1"] == {"pid": 1, "source": "PID 1", "found": True, "comm": "systemd", "soft": "unlimited",
@@ -45,7 +46,7 @@ def test_all_unlimited(tmp_path):
 
 def test_host_did_not_raise_the_limit(tmp_path):
     paths = container(tmp_path, LIMITS_8M, LIMITS_8M)
-    result = mi.run({"units": ["vllm.service"]}, paths)
+    result = mi.run({"units": ["vllm.service"]}, paths=paths)
     assert result["host_limit_ok"] is False and result["ok"] is False
     assert result["findings"][0] == (
         "the host did not raise this container's memlock limit: PID 1 (systemd) has a hard limit of 8388608, "
@@ -60,7 +61,7 @@ def test_host_did_not_raise_the_limit(tmp_path):
 
 def test_unit_needs_a_restart(tmp_path):
     paths = container(tmp_path, UNLIMITED, SOFT_64K)
-    result = mi.run({"units": ["vllm.service"]}, paths)
+    result = mi.run({"units": ["vllm.service"]}, paths=paths)
     assert result["host_limit_ok"] is True and result["ok"] is False
     assert result["findings"] == ["vllm.service (PID 321, python3) runs with a memlock limit of 65536 (soft) / "
                                   "unlimited (hard), below the unlimited it can have: restart it so it starts "
@@ -74,7 +75,7 @@ def test_restart_pays_off_below_a_raised_but_finite_ceiling(tmp_path):
     ceiling_16m = LIMITS_8M.replace("Max locked memory         8388608              8388608",
                                     "Max locked memory         16777216             16777216")
     paths = container(tmp_path, ceiling_16m, LIMITS_8M)
-    result = mi.run({"units": ["vllm.service"]}, paths)
+    result = mi.run({"units": ["vllm.service"]}, paths=paths)
     assert result["host_limit_ok"] is False
     assert result["units"]["vllm.service"]["restart_would_raise"] is True
     assert result["findings"][1] == ("vllm.service (PID 321, python3) runs with a memlock limit of 8388608 (soft) "
@@ -84,7 +85,7 @@ def test_restart_pays_off_below_a_raised_but_finite_ceiling(tmp_path):
 
 def test_numeric_want_and_missing_unit(tmp_path):
     paths = container(tmp_path, LIMITS_8M, LIMITS_8M)
-    result = mi.run({"want": 8388608, "units": ["absent.service"], "pids": [1, 40, 999]}, paths)
+    result = mi.run({"want": 8388608, "units": ["absent.service"], "pids": [1, 40, 999]}, paths=paths)
     assert result["host_limit_ok"] is True and result["want"] == "8388608"
     assert result["findings"] == ["absent.service has no running process to check (is it started?)",
                                   "PID 999 does not exist"]
@@ -93,7 +94,7 @@ def test_numeric_want_and_missing_unit(tmp_path):
 
 def test_no_pid1_read(tmp_path):
     paths = container(tmp_path, LIMITS_8M, UNLIMITED)
-    result = mi.run({"pids": [], "units": ["vllm"]}, paths)
+    result = mi.run({"pids": [], "units": ["vllm"]}, paths=paths)
     assert result["pid1"] is None and result["host_limit_ok"] is None and result["ok"] is True
 
 
@@ -105,8 +106,8 @@ def test_no_pid1_read(tmp_path):
     ({"units": ["a b"]}, "is not a systemd unit name"),
 ])
 def test_bad_input(tmp_path, params, message):
-    with pytest.raises(mi.InfoError, match=message.replace("(", r"\(")):
-        mi.run(params, mi.Paths(proc=str(tmp_path)))
+    with pytest.raises(ModuleFailure, match=message.replace("(", r"\(")):
+        mi.run(params, paths=mi.Paths(str(tmp_path)))
 
 
 def test_unit_match_is_a_whole_path_component(tmp_path):
@@ -118,3 +119,22 @@ def test_unit_match_is_a_whole_path_component(tmp_path):
 def test_reads_this_machine():
     result = mi.run({})
     assert result["pid1"]["found"] is True and result["pid1"]["hard"]
+
+
+def test_read_only_so_changes_is_always_empty(tmp_path):
+    paths = container(tmp_path, LIMITS_8M, SOFT_64K)
+    for check_mode in (False, True):
+        result = mi.run({"units": ["vllm"]}, check_mode=check_mode, paths=paths)
+        assert result["ok"] is False and result["changed"] is False and result["changes"] == []
+
+
+def test_paths_under_a_root():
+    assert (mi.Paths().proc, mi.Paths().run) == ("/proc", "/run")
+    assert (mi.Paths("/t").proc, mi.Paths("/t").run) == ("/t/proc", "/t/run")
+
+
+def test_a_garbled_limits_file_fails_naming_it(tmp_path):
+    paths = container(tmp_path, "nonsense\n", UNLIMITED)
+    with pytest.raises(ModuleFailure) as exc:
+        mi.run({}, paths=paths)
+    assert exc.value.message.startswith("cannot read the limits: %s/proc/1/limits: " % tmp_path)

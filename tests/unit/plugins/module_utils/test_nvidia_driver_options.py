@@ -8,6 +8,8 @@ import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options as do
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
@@ -25,6 +27,12 @@ def params(**kw):
     return base
 
 
+@pytest.fixture(autouse=True)
+def records_agree(monkeypatch):
+    """Every run in this file: ``changes`` records agree with ``changed``, and a failure carries none."""
+    kf.check_every_run(monkeypatch, do, "nvidia_options")
+
+
 @pytest.fixture
 def node(tmp_path, monkeypatch):
     """Return build(tools=..., **gpu_node kwargs) -> (root, paths, fakebin)."""
@@ -38,7 +46,7 @@ def node(tmp_path, monkeypatch):
 
 
 def run(paths, check_mode=False, **kw):
-    return do.run(params(**kw), check_mode=check_mode, paths=paths, commands=kf.PathCommands())
+    return do.run(params(**kw), check_mode=check_mode, paths=paths, tools=kf.PathCommands())
 
 
 def test_file_content_quoting_and_rebuild(node):
@@ -90,7 +98,7 @@ def test_no_tool_writes_the_file_and_warns(node):
 
 def test_named_tool_missing_fails_before_writing(node):
     root, paths, fake = node(tools=("update-initramfs",))
-    with pytest.raises(do.OptionsError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, options={"NVreg_EnableMSI": 1}, initramfs="dracut")
     assert "initramfs=dracut but dracut is not installed" in exc.value.message
     assert not (root / FILE).exists() and fake.calls() == []
@@ -107,7 +115,7 @@ def test_failed_rebuild_puts_the_old_file_back(node):
     old = HEADER + "options nvidia NVreg_EnableMSI=1\n"
     (root / FILE).write_text(old)
     fake.fail("update-initramfs", "E: /boot/initrd.img-6.1.0-28-amd64: No space left on device")
-    with pytest.raises(do.OptionsError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, options={"NVreg_EnableMSI": 1, "NVreg_EnableStreamMemOPs": 1})
     assert "rebuilding the initramfs failed" in exc.value.message
     assert "update-initramfs -u failed (exit status 1): E: /boot/initrd.img-6.1.0-28-amd64: No space left" in exc.value.message
@@ -119,7 +127,7 @@ def test_failed_rebuild_puts_the_old_file_back(node):
 def test_failed_rebuild_of_a_new_file_removes_it(node):
     root, paths, fake = node(tools=("dracut",))
     fake.fail("dracut", "dracut: Cannot write to /boot")
-    with pytest.raises(do.OptionsError):
+    with pytest.raises(ModuleFailure):
         run(paths, options={"NVreg_EnableMSI": 1})
     assert not (root / FILE).exists()
 
@@ -192,6 +200,76 @@ def test_absent_removes_the_file_and_reports_what_still_runs(node):
     assert run(paths, state="absent")["changed"] is False
 
 
+# --- change records -----------------------------------------------------------------------
+
+def _file_state(root, mode=True):
+    """A file record's side as records.from_managed shows it: what is written carries its mode; an
+    existing file's mode only when the write changes it."""
+    return records.file_state(read(root / FILE), os.stat(str(root / FILE)).st_mode & 0o7777 if mode else None)
+
+
+def test_records_of_a_new_file_an_edit_an_idempotent_run_and_a_removal(node):
+    root, paths, _fake = node()
+    path = str(root / FILE)
+    first = run(paths, options={"NVreg_EnableMSI": True, "NVreg_RegistryDwords": "A=1;B=2"})
+    assert first["changes"] == [
+        {"area": "nvidia_options", "kind": "file", "target": path, "before": None, "after": _file_state(root)},
+        {"area": "nvidia_options", "kind": "value", "target": "NVreg_EnableMSI", "before": None, "after": "1"},
+        # as the driver receives it: the quotes the file needs are not part of the value
+        {"area": "nvidia_options", "kind": "value", "target": "NVreg_RegistryDwords", "before": None,
+         "after": "A=1;B=2"},
+    ]
+    assert "options nvidia" not in repr(first["changes"])  # a digest, never the text
+    written = _file_state(root, mode=False)
+    assert run(paths, options={"NVreg_EnableMSI": 1, "NVreg_RegistryDwords": "A=1;B=2"})["changes"] == []
+    edit = run(paths, options={"NVreg_EnableMSI": 0, "NVreg_EnableStreamMemOPs": 1}, allow_risky=True)
+    assert edit["changes"] == [
+        {"area": "nvidia_options", "kind": "file", "target": path, "before": written, "after": _file_state(root)},
+        {"area": "nvidia_options", "kind": "value", "target": "NVreg_EnableMSI", "before": "1", "after": "0"},
+        {"area": "nvidia_options", "kind": "value", "target": "NVreg_EnableStreamMemOPs", "before": None, "after": "1"},
+        {"area": "nvidia_options", "kind": "value", "target": "NVreg_RegistryDwords", "before": "A=1;B=2",
+         "after": None},
+    ]
+    edited = _file_state(root, mode=False)
+    gone = run(paths, state="absent")
+    assert gone["changes"] == [
+        {"area": "nvidia_options", "kind": "file", "target": path, "before": edited, "after": None},
+        {"area": "nvidia_options", "kind": "value", "target": "NVreg_EnableMSI", "before": "0", "after": None},
+        {"area": "nvidia_options", "kind": "value", "target": "NVreg_EnableStreamMemOPs", "before": "1",
+         "after": None},
+    ]
+    assert run(paths, state="absent")["changes"] == []
+
+
+def test_records_in_check_mode_are_the_planned_ones_and_the_rebuild_has_none(node):
+    root, paths, fake = node()
+    before = snapshot(root)
+    planned = run(paths, check_mode=True, options={"NVreg_EnableMSI": 1})
+    assert snapshot(root) == before and fake.calls() == []
+    assert [(r["kind"], r["target"], r["before"], r["after"]) for r in planned["changes"]] == [
+        ("file", str(root / FILE), None, planned["changes"][0]["after"]), ("value", "NVreg_EnableMSI", None, "1")]
+    applied = run(paths, options={"NVreg_EnableMSI": 1})
+    assert applied["changes"] == planned["changes"] and applied["changes"][0]["after"] == _file_state(root)
+    # the initramfs rebuild is an action: reported in initramfs, never a record
+    assert applied["initramfs"]["rebuilt"] is True and fake.calls() == ["update-initramfs -u"]
+
+
+def test_a_header_only_rewrite_is_a_file_record_without_value_records(node):
+    root, paths, _fake = node()
+    (root / FILE).write_text("# gpufleet.tuning\noptions nvidia NVreg_EnableMSI=1\n")
+    result = run(paths, options={"NVreg_EnableMSI": 1})
+    assert [(r["kind"], r["target"]) for r in result["changes"]] == [("file", str(root / FILE))]
+
+
+def test_a_failed_rebuild_reports_no_records(node):
+    root, paths, fake = node()
+    fake.fail("update-initramfs", "E: no space")
+    with pytest.raises(ModuleFailure) as exc:
+        run(paths, options={"NVreg_EnableMSI": 1})
+    assert exc.value.partial["changes"] == [] and exc.value.partial["changed"] is False
+    assert not (root / FILE).exists()
+
+
 def test_empty_options_without_file_do_nothing(node):
     root, paths, fake = node()
     result = run(paths)
@@ -236,7 +314,7 @@ def test_empty_options_without_file_do_nothing(node):
 def test_risky_options_are_refused_unless_allowed(node, name, value, needle):
     root, paths, fake = node()
     before = snapshot(root)
-    with pytest.raises(do.OptionsError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, options={name: value, "NVreg_EnableStreamMemOPs": 1})
     assert "refusing risky NVIDIA driver options" in exc.value.message and "allow_risky=true" in exc.value.message
     assert name in exc.value.message and needle in exc.value.message
@@ -281,7 +359,7 @@ def test_the_device_file_hardening_recipe_needs_no_allow_risky(node):
 def test_invalid_options_fail_before_anything(node, options, needle):
     root, paths, fake = node()
     before = snapshot(root)
-    with pytest.raises(do.OptionsError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, options=options)
     assert needle in exc.value.message and "nothing was changed" in exc.value.message
     assert not (root / FILE).exists() and fake.calls() == [] and snapshot(root) == before
@@ -298,7 +376,7 @@ def test_a_later_file_that_overrides_is_refused(node):
     root, paths, fake = node()
     (root / "etc/modprobe.d/zzz-site.conf").write_text("options nvidia NVreg_EnableMSI=0\n")
     before = snapshot(root)
-    with pytest.raises(do.OptionsError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, options={"NVreg_EnableMSI": 1})
     assert "zzz-site.conf sets NVreg_EnableMSI=0 and is read after" in exc.value.message
     assert snapshot(root) == before and fake.calls() == []
@@ -332,7 +410,7 @@ def refused(built, **kw):
     nothing; return the message."""
     root, paths, fake = built
     before = snapshot(root)
-    with pytest.raises(do.OptionsError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, **kw)
     assert snapshot(root) == before and fake.calls() == []
     return exc.value.message
@@ -451,7 +529,7 @@ def test_a_file_without_our_marker_is_refused(node, kw, action):
     (root / "etc/modprobe.d/nvidia.conf").write_text(DISTRO)
     for check_mode in (True, False):
         before = snapshot(root)
-        with pytest.raises(do.OptionsError) as exc:
+        with pytest.raises(ModuleFailure) as exc:
             run(paths, check_mode=check_mode, **kw)
         assert exc.value.message.startswith("refusing to %s %s: " % (action, root / "etc/modprobe.d/nvidia.conf"))
         assert "choose another filename, or set adopt: true" in exc.value.message
@@ -499,7 +577,7 @@ def test_a_failed_write_names_the_path_and_restores(node, monkeypatch):
     def refuse(path, *args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system", path)
     monkeypatch.setattr(fileops, "write_atomic", refuse)
-    with pytest.raises(do.OptionsError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, options={"NVreg_EnableMSI": 1})
     assert "failed to write %s: %s: Read-only file system (EROFS)" % (root / FILE, root / FILE) in exc.value.message
     assert snapshot(root) == before and fake.calls() == []
@@ -513,7 +591,7 @@ def test_a_failed_removal_names_the_path(node, monkeypatch):
     def refuse(path):
         raise OSError(errno.EBUSY, "Device or resource busy", path)
     monkeypatch.setattr(fileops, "remove_file", refuse)
-    with pytest.raises(do.OptionsError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, state="absent")
     assert "failed to remove %s" % (root / FILE) in exc.value.message and "(EBUSY)" in exc.value.message
     assert snapshot(root) == before and fake.calls() == []
@@ -636,7 +714,7 @@ def test_a_write_that_did_not_stick_is_rolled_back(node, monkeypatch):
     def garble(path, content, *args, **kwargs):
         return real(path, content + "# garbled\n" if isinstance(content, str) else content, *args, **kwargs)
     monkeypatch.setattr(fileops, "write_atomic", garble)
-    with pytest.raises(do.OptionsError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, options={"NVreg_EnableMSI": 1, "NVreg_EnableStreamMemOPs": 1})
     assert "%s does not hold the new options after the write" % (root / FILE) in exc.value.message
     assert snapshot(root) == before and fake.calls() == []

@@ -8,6 +8,8 @@ import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem as pm
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
@@ -25,6 +27,12 @@ def params(**kw):
     return base
 
 
+@pytest.fixture(autouse=True)
+def records_agree(monkeypatch):
+    """Every run in this file: ``changes`` records agree with ``changed``, and a failure carries none."""
+    kf.check_every_run(monkeypatch, pm, "peermem")
+
+
 @pytest.fixture
 def node(tmp_path, monkeypatch):
     """Return build(**gpu_node kwargs) -> (root, paths, fakebin)."""
@@ -37,7 +45,7 @@ def node(tmp_path, monkeypatch):
 
 
 def run(paths, check_mode=False, **kw):
-    return pm.run(params(**kw), check_mode=check_mode, paths=paths, commands=kf.PathCommands())
+    return pm.run(params(**kw), check_mode=check_mode, paths=paths, tools=kf.PathCommands())
 
 
 def test_loads_persists_and_reads_back(node):
@@ -93,7 +101,7 @@ def test_second_run_after_load_is_idempotent(node):
 def test_symbol_missing_fails_before_modprobe(node):
     root, paths, fake = node(ib_core=False, peer_symbol=False)
     before = snapshot(root)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     message = exc.value.message
     assert "ib_register_peer_memory_client is not available (no loaded module exports it in /proc/kallsyms, " \
@@ -108,7 +116,7 @@ def test_symbol_missing_fails_before_modprobe(node):
 
 def test_inbox_ib_core_loaded_without_symbol_names_the_stack(node):
     _root, paths, fake = node(ib_core=True, peer_symbol=False, provider=True)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "the loaded ib_core does not export ib_register_peer_memory_client" in exc.value.message
     assert "restart the RDMA stack (openibd) or reboot" in exc.value.message
@@ -134,7 +142,7 @@ def test_require_false_reports_needed_false_and_changes_nothing(node):
 
 def test_no_driver_says_not_installed(node):
     _root, paths, fake = node(driver=False, ko=None)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "the NVIDIA driver is not installed" in exc.value.message
     assert "nvidia_peermem.ko is not installed for kernel %s" % kf.RELEASE in exc.value.message
@@ -143,7 +151,7 @@ def test_no_driver_says_not_installed(node):
 
 def test_driver_installed_but_not_loaded(node):
     _root, paths, _fake = node(driver=False, ko="dep", **MLNX)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "the NVIDIA driver is installed" in exc.value.message and "but not loaded" in exc.value.message
 
@@ -163,7 +171,7 @@ def test_ko_outside_the_module_tree_like_the_h200(node):
 def test_ko_built_for_another_kernel(node, tmp_path):
     root, paths, fake = node(**MLNX)
     (root / "lib/modules" / kf.RELEASE / "updates/dkms/nvidia-peermem.ko").write_bytes(kf.peermem_ko("6.1.0-27-amd64"))
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "was built for kernel 6.1.0-27-amd64, not the running %s" % kf.RELEASE in exc.value.message
     assert fake.calls() == []
@@ -173,7 +181,7 @@ def test_modprobe_missing(node):
     root, paths, fake = node(**MLNX)
     fake.remove("modprobe")
     before = snapshot(root)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "modprobe is not installed" in exc.value.message
     assert snapshot(root) == before
@@ -189,7 +197,7 @@ def test_modprobe_failure_rolls_back_the_files(node, message, hint):
     root, paths, fake = node(**MLNX)
     before = snapshot(root)
     fake.fail("modprobe", message)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, params={"peerdirect_support": 1})
     assert message in exc.value.message and hint in exc.value.message
     assert "exit status 1" in exc.value.message
@@ -202,7 +210,7 @@ def test_modprobe_success_without_module_is_a_failure(node, monkeypatch):
     root, paths, fake = node(**MLNX)
     before = snapshot(root)
     monkeypatch.setenv("FAKE_MODPROBE_NOLOAD", "1")
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "exited 0 but /sys/module/nvidia_peermem does not exist" in exc.value.message
     assert snapshot(root) == before
@@ -238,7 +246,7 @@ def test_absent_while_in_use_is_refused(node):
     (root / "sys/module/nvidia_peermem/holders/nv_fake_user").write_text("")
     (root / LOAD_FILE).write_text(HEADER + "nvidia_peermem\n")
     before = snapshot(root)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, state="absent")
     assert "nvidia_peermem is in use (reference count 2; used by nv_fake_user)" in exc.value.message
     assert fake.calls() == [] and snapshot(root) == before
@@ -271,6 +279,76 @@ def test_check_mode_of_absent(node):
     assert fake.calls() == [] and snapshot(root) == before
 
 
+# --- change records -----------------------------------------------------------------------
+
+def _state(root, rel, mode=True):
+    """A file record's side as records.from_managed shows it (the mode of what is written)."""
+    return records.file_state(read(root / rel), os.stat(str(root / rel)).st_mode & 0o7777 if mode else None)
+
+
+def test_records_of_a_load_with_params_then_none_on_the_second_run(node):
+    root, paths, _fake = node(**MLNX)
+    result = run(paths, params={"peerdirect_support": 1})
+    assert result["changes"] == [
+        {"area": "peermem", "kind": "file", "target": str(root / LOAD_FILE), "before": None,
+         "after": _state(root, LOAD_FILE)},
+        {"area": "peermem", "kind": "file", "target": str(root / OPTIONS_FILE), "before": None,
+         "after": _state(root, OPTIONS_FILE)},
+        {"area": "peermem", "kind": "module", "target": "nvidia_peermem", "before": "not loaded", "after": "loaded"},
+        # only the parameters given: what the module was loaded with, as /sys/module shows it
+        {"area": "peermem", "kind": "value", "target": "nvidia_peermem.peerdirect_support", "before": None,
+         "after": "1"},
+    ]
+    assert "options nvidia_peermem" not in repr(result["changes"])  # a digest, never the text
+    assert run(paths, params={"peerdirect_support": 1})["changes"] == []
+
+
+def test_records_in_check_mode_are_the_planned_ones(node):
+    root, paths, fake = node(**MLNX)
+    before = snapshot(root)
+    planned = run(paths, check_mode=True, params={"peerdirect_support": 1})
+    assert snapshot(root) == before and fake.calls() == []
+    applied = run(paths, params={"peerdirect_support": 1})
+    assert planned["changes"] == applied["changes"]
+    assert [(r["kind"], r["target"]) for r in planned["changes"]] == [
+        ("file", str(root / LOAD_FILE)), ("file", str(root / OPTIONS_FILE)), ("module", "nvidia_peermem"),
+        ("value", "nvidia_peermem.peerdirect_support")]
+
+
+def test_a_loaded_module_with_other_params_has_only_the_file_record(node):
+    root, paths, _fake = node(peermem_loaded=True, **MLNX)
+    result = run(paths, persist=False, params={"peerdirect_support": 1})
+    # nothing written, nothing loaded: the difference is pending, not a change
+    assert result["changes"] == [] and result["restart_required"] is True
+    result = run(paths, params={"peerdirect_support": 1})
+    assert [(r["kind"], r["target"]) for r in result["changes"]] == [
+        ("file", str(root / LOAD_FILE)), ("file", str(root / OPTIONS_FILE))]
+
+
+def test_records_of_absent_and_of_its_check_mode(node):
+    root, paths, _fake = node(**MLNX)
+    run(paths, params={"peerdirect_support": 1})
+    load_file, options_file = _state(root, LOAD_FILE, False), _state(root, OPTIONS_FILE, False)
+    expected = [
+        {"area": "peermem", "kind": "file", "target": str(root / LOAD_FILE), "before": load_file, "after": None},
+        {"area": "peermem", "kind": "file", "target": str(root / OPTIONS_FILE), "before": options_file,
+         "after": None},
+        {"area": "peermem", "kind": "module", "target": "nvidia_peermem", "before": "loaded", "after": "not loaded"},
+    ]
+    assert run(paths, state="absent", check_mode=True)["changes"] == expected
+    assert run(paths, state="absent")["changes"] == expected
+    assert run(paths, state="absent")["changes"] == []
+
+
+def test_a_failed_load_reports_no_records(node):
+    root, paths, fake = node(**MLNX)
+    fake.fail("modprobe", "modprobe: ERROR: could not insert 'nvidia_peermem': Operation not permitted")
+    with pytest.raises(ModuleFailure) as exc:
+        run(paths, params={"peerdirect_support": 1})
+    assert exc.value.partial["changes"] == [] and exc.value.partial["changed"] is False
+    assert not (root / LOAD_FILE).exists() and not (root / OPTIONS_FILE).exists()
+
+
 def test_only_with_rdma_without_devices_is_not_needed(node):
     root, paths, fake = node(ib_core=False, peer_symbol=False)
     before = snapshot(root)
@@ -282,7 +360,7 @@ def test_only_with_rdma_without_devices_is_not_needed(node):
 
 def test_only_with_rdma_with_devices_still_requires(node):
     _root, paths, fake = node(ib_core=True, peer_symbol=False, rdma=("mlx5_0",))
-    with pytest.raises(pm.PeermemError):
+    with pytest.raises(ModuleFailure):
         run(paths, only_with_rdma=True)
     assert fake.calls() == []
 
@@ -299,7 +377,7 @@ def test_conflicting_options_read_later_are_refused(node):
     root, paths, fake = node(**MLNX)
     (root / "etc/modprobe.d/zz-rdma.conf").write_text("options nvidia-peermem peerdirect_support=0\n")
     before = snapshot(root)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, params={"peerdirect_support": 1})
     assert "zz-rdma.conf sets peerdirect_support=0 after" in exc.value.message
     assert fake.calls() == [] and snapshot(root) == before
@@ -336,7 +414,7 @@ def test_container_is_a_blocker(node):
 def test_invalid_params_fail_before_reading(node, given, error):
     root, paths, fake = node(**MLNX)
     before = snapshot(root)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, params=given)
     assert error in exc.value.message and "nothing was changed" in exc.value.message
     assert fake.calls() == [] and not os.path.exists(str(root / LOAD_FILE)) and snapshot(root) == before
@@ -353,7 +431,7 @@ def refused(built, **kw):
     """Run on ``built`` (root, paths, fake); assert it raised, wrote nothing and ran nothing."""
     root, paths, fake = built
     before = snapshot(root)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, **kw)
     assert snapshot(root) == before and fake.calls() == []
     return exc.value
@@ -432,7 +510,7 @@ def test_symbol_present_but_load_fails_means_rebuild(node, said):
     root, paths, fake = node(**MLNX)
     fake.fail("modprobe", said)
     before = snapshot(root)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     message = exc.value.message
     assert "ib_core exports ib_register_peer_memory_client (/proc/kallsyms)" in message
@@ -446,7 +524,7 @@ def test_symbol_that_appears_during_the_failed_load_means_rebuild(node, monkeypa
     _root, paths, fake = node(ib_core=False, peer_symbol=False, provider=True)
     monkeypatch.setenv("FAKE_MODPROBE_ADD_SYMBOL", "ffffffffc0b1b2c0 T %s\t[ib_core]" % kf.PEER_SYMBOL)
     fake.fail("modprobe", "modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument")
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "built against another ib_core" in exc.value.message and "lacks" not in exc.value.message
 
@@ -454,7 +532,7 @@ def test_symbol_that_appears_during_the_failed_load_means_rebuild(node, monkeypa
 def test_symbol_only_in_modules_symbols_points_at_dmesg(node):
     _root, paths, fake = node(ib_core=False, peer_symbol=False, provider=True)
     fake.fail("modprobe", "modprobe: ERROR: could not insert 'nvidia_peermem': Unknown symbol in module")
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "ib_core exports ib_register_peer_memory_client according to modules.symbols" in exc.value.message
     assert "disagrees about version of symbol" in exc.value.message
@@ -497,7 +575,7 @@ def test_modprobe_exit_0_without_the_module_names_the_rule(node, monkeypatch):
     write_tree(root, {"etc/modprobe.d/gate.conf": "install nvidia_peermem /usr/local/sbin/peermem-gate\n"})
     before = snapshot(root)
     monkeypatch.setenv("FAKE_MODPROBE_NOLOAD", "1")
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "exited 0 but /sys/module/nvidia_peermem does not exist: %s:1: " % (root / "etc/modprobe.d/gate.conf") \
         in exc.value.message
@@ -508,7 +586,7 @@ def test_modprobe_exit_0_without_any_rule_says_so(node, monkeypatch):
     root, paths, fake = node(**MLNX)
     write_tree(root, {"etc/modprobe.d/bl.conf": "blacklist nvidia_peermem\n"})
     monkeypatch.setenv("FAKE_MODPROBE_NOLOAD", "1")
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "no install or alias rule for nvidia_peermem" in exc.value.message
     assert "a blacklist does not stop 'modprobe nvidia_peermem'" in exc.value.message
@@ -555,7 +633,7 @@ def test_a_failed_write_names_the_path_and_rolls_back(node, monkeypatch):
     def refuse(path, *args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system", path)
     monkeypatch.setattr(fileops, "write_atomic", refuse)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths)
     assert "%s: Read-only file system (EROFS)" % (root / LOAD_FILE) in exc.value.message
     assert snapshot(root) == before and fake.calls() == []
@@ -569,7 +647,7 @@ def test_a_failed_removal_names_the_path(node, monkeypatch):
     def refuse(path):
         raise OSError(errno.EBUSY, "Device or resource busy", path)
     monkeypatch.setattr(fileops, "remove_file", refuse)
-    with pytest.raises(pm.PeermemError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         run(paths, state="absent")
     assert "%s: Device or resource busy (EBUSY)" % (root / LOAD_FILE) in exc.value.message
     assert snapshot(root) == before and fake.calls() == []

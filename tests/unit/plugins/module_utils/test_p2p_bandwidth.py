@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import cuda_driver
 from ansible_collections.gpufleet.tuning.plugins.module_utils import p2p_bandwidth
 
@@ -155,19 +156,28 @@ class FakeNvml(object):
 def params(**kw):
     base = dict(gpus=None, size_mib=64, repetitions=4, warmup=1, streams=1, latency_iterations=10,
                 measure_staged=True, timeout_s=10.0, min_unidirectional_gbps=None, min_bidirectional_gbps=None,
-                min_p2p_speedup=None, require_peer_access=True, fail_on_threshold=True, cuda_library="libcuda.so.1")
+                min_speedup=None, require_peer_access=True, fail_on_threshold=True, cuda_library="libcuda.so.1")
     base.update(kw)
     return base
 
 
+def outcome(given, driver=None, nvml=None):
+    """(failed, result) as the module reports it: a ModuleFailure is its partial with its msg."""
+    try:
+        return False, p2p_bandwidth.run(given, tools=p2p_bandwidth.Libraries(driver=driver, nvml=nvml))
+    except ModuleFailure as exc:
+        assert "msg" not in exc.partial  # fail_json takes msg once
+        return True, dict(exc.partial, msg=exc.message)
+
+
 def run(fake, nvml=None, **kw):
-    return p2p_bandwidth.run(params(**kw), driver_factory=lambda lib: fake, nvml_factory=lambda: nvml or FakeNvml())
+    return outcome(params(**kw), driver=lambda lib: fake, nvml=lambda: nvml or FakeNvml())
 
 
 def test_two_gpus_pass_with_h200_thresholds():
     fake = FakeDriver(2)
     failed, res = run(fake, min_unidirectional_gbps={"nvlink": 380, "pcie": 20},
-                      min_bidirectional_gbps={"nvlink": 350}, min_p2p_speedup=1.5)
+                      min_bidirectional_gbps={"nvlink": 350}, min_speedup=1.5)
     assert not failed, res.get("msg")
     assert res["changed"] is False and res["gpus"] == 2 and res["selected"] == [0, 1]
     assert res["devices"][1]["bdf"] == "0000:07:00.0"
@@ -225,7 +235,7 @@ def test_driver_call_error_is_recorded_per_pair_and_fails():
 
 
 def test_no_driver_is_a_skip_not_a_failure():
-    failed, res = p2p_bandwidth.run(params(cuda_library="libcuda.so.999"), nvml_factory=FakeNvml)
+    failed, res = outcome(params(cuda_library="libcuda.so.999"), nvml=FakeNvml)
     assert not failed
     assert res["skipped"] is True and res["gpus"] == 0 and res["changed"] is False
     assert "no NVIDIA driver" in res["msg"] and res["skip_reason"] == res["msg"]
@@ -248,7 +258,7 @@ def test_other_init_error_fails():
     (dict(streams=99), "streams=99"),
     (dict(timeout_s=0), "timeout_s=0"),
     (dict(min_bidirectional_gbps="lots"), "min_bidirectional_gbps='lots'"),
-    (dict(measure_staged=False, min_p2p_speedup=2), "min_p2p_speedup needs measure_staged=true"),
+    (dict(measure_staged=False, min_speedup=2), "min_speedup needs measure_staged=true"),
     (dict(gpus=["gpu-a"]), "gpus entry 'gpu-a'"),
     # NaN would disable the timeout (every deadline comparison is false), inf waits for ever.
     (dict(timeout_s=float("nan")), "timeout_s=nan is not a finite number: give a finite number greater than 0 and at most 86400"),
@@ -261,15 +271,15 @@ def test_other_init_error_fails():
     (dict(timeout_s=None), "timeout_s=None is not a number"),
     (dict(min_unidirectional_gbps=float("nan")), "min_unidirectional_gbps=nan is not a finite number"),
     (dict(min_bidirectional_gbps={"nvlink": "inf"}), "min_bidirectional_gbps.nvlink='inf' is not a finite number"),
-    (dict(min_p2p_speedup="-inf"), "min_p2p_speedup='-inf' is not a finite number"),
-    (dict(min_p2p_speedup=1e6), "min_p2p_speedup=1000000.0 is out of range: give a finite number from 0 to 1000"),
+    (dict(min_speedup="-inf"), "min_speedup='-inf' is not a finite number"),
+    (dict(min_speedup=1e6), "min_speedup=1000000.0 is out of range: give a finite number from 0 to 1000"),
     (dict(min_unidirectional_gbps=1e300), "min_unidirectional_gbps=1e+300 is out of range"),
 ])
 def test_bad_input_fails_before_the_driver_is_loaded(kw, fragment):
     def explode(lib):
         raise AssertionError("the driver must not be loaded for bad input")
 
-    failed, res = p2p_bandwidth.run(params(**kw), driver_factory=explode)
+    failed, res = outcome(params(**kw), driver=explode)
     assert failed and fragment in res["msg"]
 
 
@@ -308,7 +318,7 @@ def test_an_untrusted_library_fails_before_anything_is_loaded(library, fragment)
     def explode(lib):
         raise AssertionError("no library may be loaded for cuda_library=%r" % lib)
 
-    failed, res = p2p_bandwidth.run(params(cuda_library=library), driver_factory=explode, nvml_factory=FakeNvml)
+    failed, res = outcome(params(cuda_library=library), driver=explode, nvml=FakeNvml)
     assert failed and not res.get("skipped")
     assert res["msg"].startswith("cuda_library=%r is not loaded: " % library)
     assert fragment in res["msg"]
@@ -323,13 +333,12 @@ def test_a_library_in_a_world_writable_folder_fails(tmp_path):
     def explode(lib):
         raise AssertionError("no library may be loaded")
 
-    failed, res = p2p_bandwidth.run(params(cuda_library=str(drop / "libcuda.so.1")), driver_factory=explode,
-                                    nvml_factory=FakeNvml)
+    failed, res = outcome(params(cuda_library=str(drop / "libcuda.so.1")), driver=explode, nvml=FakeNvml)
     assert failed and "the folder %s is writable by group and others" % drop in res["msg"]
 
 
 def test_a_missing_absolute_library_is_a_skip(tmp_path):
-    failed, res = p2p_bandwidth.run(params(cuda_library="/usr/lib/gpufleet-absent/libcuda.so.1"), nvml_factory=FakeNvml)
+    failed, res = outcome(params(cuda_library="/usr/lib/gpufleet-absent/libcuda.so.1"), nvml=FakeNvml)
     assert not failed and res["skipped"] and "no NVIDIA driver" in res["msg"]
 
 
@@ -344,8 +353,46 @@ def test_the_driver_gets_the_resolved_path_of_a_trusted_library(tmp_path):
         seen.append(lib)
         return FakeDriver(2)
 
-    failed, res = p2p_bandwidth.run(params(cuda_library=libc), driver_factory=factory, nvml_factory=FakeNvml)
+    failed, res = outcome(params(cuda_library=libc), driver=factory, nvml=FakeNvml)
     assert not failed, res.get("msg")
     assert seen == [real]
-    failed, res = p2p_bandwidth.run(params(cuda_library="libcuda.so.1"), driver_factory=factory, nvml_factory=FakeNvml)
+    failed, res = outcome(params(cuda_library="libcuda.so.1"), driver=factory, nvml=FakeNvml)
     assert seen == [real, "libcuda.so.1"]
+
+
+# --- issue 16: one engine contract, no change records from a measurement -------------------------
+
+def test_every_outcome_that_is_not_a_failure_has_no_change_records():
+    for kw in ({}, {"min_unidirectional_gbps": 10000, "fail_on_threshold": False}):
+        failed, res = run(FakeDriver(2), **kw)
+        assert not failed and res["changed"] is False and res["changes"] == []
+    for fake in (FakeDriver(1), FakeDriver(init_error=100)):
+        failed, res = run(fake)
+        assert not failed and res["skipped"] is True and res["changes"] == []
+    failed, res = outcome(params(cuda_library="libcuda.so.999"), nvml=FakeNvml)
+    assert not failed and res["skipped"] is True and res["changes"] == []
+
+
+def test_check_mode_measures_the_same_way():
+    res = p2p_bandwidth.run(params(), check_mode=True,
+                            tools=p2p_bandwidth.Libraries(driver=lambda lib: FakeDriver(2), nvml=FakeNvml))
+    assert res["selected"] == [0, 1] and res["changes"] == []
+
+
+def test_a_shortfall_failure_carries_every_figure():
+    with pytest.raises(ModuleFailure) as exc:
+        p2p_bandwidth.run(params(min_speedup=50),
+                          tools=p2p_bandwidth.Libraries(driver=lambda lib: FakeDriver(2), nvml=FakeNvml))
+    partial = exc.value.partial
+    assert exc.value.message.startswith("GPU peer-to-peer falls short on 2 check(s): 0->1 peer access is only")
+    assert [s["metric"] for s in partial["shortfalls"]] == ["p2p_speedup", "p2p_speedup"]
+    assert partial["thresholds"]["min_speedup"]["nvlink"] == 50.0
+    for key in ("pairs", "bidirectional", "matrices", "table", "devices", "selected", "elapsed_s"):
+        assert key in partial, key
+
+
+def test_the_argument_spec_defaults_pass_validation():
+    defaults = dict((name, spec.get("default")) for name, spec in p2p_bandwidth.ARGUMENT_SPEC.items())
+    opts, thresholds = p2p_bandwidth.validate(defaults)
+    assert opts["size_bytes"] == 256 << 20 and opts["timeout_s"] == 60.0
+    assert sorted(thresholds) == sorted(p2p_bandwidth.THRESHOLDS)

@@ -7,6 +7,10 @@ import sys
 
 import pytest
 
+from ansible_collections.gpufleet.tuning.tests.unit import contract
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import nvidia_gpus
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config as pc
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pcie_maxreadreq as pm
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot, write_tree
@@ -20,8 +24,8 @@ FIXTURE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.pa
 
 
 def params(**kw):
-    base = dict(size=4096, devices=[], vendor="0x10de", classes=["0x0300", "0x0302"], include_bridges=False,
-                persist=False, allow_in_container=False)
+    base = dict(size=4096, devices=[], vendor=nvidia_gpus.NVIDIA_VENDOR, classes=list(nvidia_gpus.GPU_CLASSES),
+                include_bridges=False, persist=False, allow_in_container=False)
     base.update(kw)
     return base
 
@@ -37,10 +41,13 @@ def make_paths(tmp_path):
     python = tmp_path / "usr/bin/python3"
     if not os.path.lexists(str(python)):
         os.symlink(REAL_PYTHON, str(python))
-    return pm.Paths(sysfs=str(tmp_path / "sys"), udev_rules_d=str(tmp_path / "etc/udev/rules.d"),
-                    helper=str(tmp_path / "usr/local/libexec/gpufleet/pcie-maxreadreq"),
-                    proc=str(tmp_path / "proc"), root=str(tmp_path),
-                    interpreters=(str(tmp_path / "usr/libexec/platform-python"), str(python)))
+    return pm.Paths(str(tmp_path))
+
+
+@pytest.fixture(autouse=True)
+def every_run_keeps_the_record_contract(monkeypatch):
+    """changed is true iff ``changes`` holds a record, on every path below; failures carry none."""
+    contract.checking_records(monkeypatch, pm)
 
 
 @pytest.fixture
@@ -79,7 +86,7 @@ def by_bdf(result):
 ])
 def test_bad_options_are_refused_before_anything_is_read(tmp_path, monkeypatch, bad, message):
     monkeypatch.setattr(pm.container_mod, "detect", lambda **kw: pytest.fail("read before validating"))
-    with pytest.raises(pm.PcieError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         pm.run(params(**bad), paths=make_paths(tmp_path))
     assert message in exc.value.message
     assert exc.value.message.startswith("invalid options, nothing was read or changed")
@@ -145,7 +152,7 @@ def test_no_pci_bus_at_all(tmp_path):
 def test_listed_device_that_does_not_exist_fails_before_writing(node):
     tmp_path, paths = node
     before = snapshot(tmp_path)
-    with pytest.raises(pm.PcieError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         pm.run(params(devices=[GPU0, "0000:99:00.0"]), paths=paths)
     assert "no PCI device 0000:99:00.0 under" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -245,7 +252,7 @@ def test_device_that_does_not_take_it_fails_naming_it_and_everything_is_restored
     tmp_path, paths = node
     before = snapshot(tmp_path)
     qemu_like(monkeypatch, "%s/config" % GPU0)  # the root port (first) takes it, the GPU does not
-    with pytest.raises(pm.PcieError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         pm.run(params(include_bridges=True, persist=True, devices=[ROOT0, GPU0]), paths=paths)
     assert exc.value.message.startswith(
         "0000:41:00.0 (10de:2335, class 0x030200) did not take MRRS 4096: Device Control reads 0x2134 "
@@ -262,7 +269,7 @@ def test_write_refused_by_the_kernel_names_the_device_and_lockdown(node, monkeyp
     def eperm(*_a):
         raise OSError(1, "Operation not permitted")
     monkeypatch.setattr(pc, "_pwrite", eperm)
-    with pytest.raises(pm.PcieError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         pm.run(params(), paths=paths)
     assert exc.value.message.startswith("failed to write Device Control of 0000:41:00.0 (10de:2335, class "
                                         "0x030200): Operation not permitted (kernel lockdown is integrity")
@@ -278,7 +285,7 @@ def test_failure_writing_the_rule_restores_config_space(node, monkeypatch):
             raise OSError(28, "No space left on device", path)
         return real(path, *a, **k)
     monkeypatch.setattr(pm.managed_files.fileops, "write_atomic", fail_rule)
-    with pytest.raises(pm.PcieError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         pm.run(params(persist=True), paths=paths)
     assert "No space left on device" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -288,7 +295,7 @@ def test_not_writable_config_fails_before_writing(node, monkeypatch):
     tmp_path, paths = node
     before = snapshot(tmp_path)
     monkeypatch.setattr(pc, "writable", lambda sysfs, bdf: False)
-    with pytest.raises(pm.PcieError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         pm.run(params(), paths=paths)
     assert "config space of 0000:41:00.0 (10de:2335, class 0x030200) is not writable" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -332,7 +339,7 @@ def test_container_refuses_with_a_message_that_says_so(node):
     write_tree(tmp_path, {"proc/self/uid_map": "         0     100000      65536\n",
                           "proc/1/environ": "container=lxc\0"})
     before = snapshot(tmp_path)
-    with pytest.raises(pm.PcieError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         pm.run(params(), check_mode=True, paths=paths)
     message = exc.value.message
     assert message.startswith("refusing to set MRRS 4096 on 0000:41:00.0 from inside a container (PID 1 "
@@ -381,7 +388,7 @@ def test_container_refusal_names_the_devices_only(node):
     tmp_path, paths = node
     write_tree(tmp_path, PRIVILEGED_PODMAN)
     before = snapshot(tmp_path)
-    with pytest.raises(pm.PcieError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         pm.run(params(persist=True), paths=paths)
     assert exc.value.message.startswith("refusing to set MRRS 4096 on 0000:41:00.0 from inside a container "
                                         "(PID 1 environment has container=podman; /run/.containerenv exists): PCI "
@@ -486,6 +493,102 @@ def test_helper_source_falls_back_to_the_loader(monkeypatch):
     assert "def set_mrrs(" in pm.helper_source()
 
 
+# ------------------------------------------------------------------------ change records
+
+def mrrs(bdf, before, after):
+    return {"area": "pcie", "kind": "value", "target": "%s max_read_request_size" % bdf, "before": before,
+            "after": after}
+
+
+def file_record(path, before, after):
+    return {"area": "pcie", "kind": "file", "target": path, "before": before, "after": after}
+
+
+def read_text(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def test_records_name_each_device_set_and_each_file_written(node):
+    _tmp, paths = node
+    result = pm.run(params(persist=True, include_bridges=True), paths=paths)
+    assert result["changes"] == [
+        mrrs(GPU0, "512", "4096"), mrrs(ROOT0, "128", "4096"),       # GPU1 already held 4096
+        file_record(paths.helper, None, records.file_state(read_text(paths.helper), 0o755)),
+        file_record(paths.rule, None, records.file_state(read_text(paths.rule), 0o644))]
+    assert pm.run(params(persist=True, include_bridges=True), paths=paths)["changes"] == []
+    # records.from_managed shows the mode of a file found only where it differs from the wanted one
+    helper, rule = records.file_state(read_text(paths.helper)), records.file_state(read_text(paths.rule))
+    result = pm.run(params(persist=False, include_bridges=True), paths=paths)
+    assert result["changes"] == [file_record(paths.rule, rule, None), file_record(paths.helper, helper, None)]
+
+
+def test_check_mode_records_are_the_ones_the_run_then_makes(node):
+    _tmp, paths = node
+    for kw in (dict(persist=True, size=1024), dict(persist=True, size=2048, devices=[GPU1]), dict(persist=False)):
+        planned = pm.run(params(**kw), check_mode=True, paths=paths)
+        assert pm.run(params(**kw), paths=paths)["changes"] == planned["changes"] != []
+
+
+def test_no_matching_device_and_a_refused_run_have_no_records(node, monkeypatch):
+    tmp_path, paths = node
+    assert pm.run(params(vendor="0x1002", persist=True), paths=paths)["changes"] == []
+    qemu_like(monkeypatch, "%s/config" % GPU0)
+    with pytest.raises(ModuleFailure) as exc:
+        pm.run(params(persist=True), paths=paths)
+    assert "changes" not in exc.value.partial
+    monkeypatch.undo()
+    write_tree(tmp_path, PRIVILEGED_PODMAN)
+    with pytest.raises(ModuleFailure) as exc:
+        pm.run(params(persist=True), check_mode=True, paths=paths)
+    assert "changes" not in exc.value.partial and exc.value.message.startswith("refusing")
+
+
+# ------------------------------------------------------------- one source for each constant
+
+def _role_options(role):
+    """Every option of every entry point of ``role``'s meta/argument_specs.yml, by name."""
+    import yaml
+    top = os.path.dirname(os.path.abspath(__file__))
+    for _level in range(4):
+        top = os.path.dirname(top)
+    with open(os.path.join(top, "roles", role, "meta", "argument_specs.yml")) as handle:
+        specs = yaml.safe_load(handle)["argument_specs"]
+    options = {}
+    for entry in specs.values():
+        options.update(entry.get("options") or {})
+    return options
+
+
+def test_the_sizes_are_pci_configs_everywhere():
+    """pci_config.SIZES (the MRRS encodings 0-5) is the one list: the module's choices, and
+    every role variable that passes a size on (host_pcie_size, or the verify role's own)."""
+    assert pm.ARGUMENT_SPEC["size"]["choices"] == list(pc.SIZES)
+    assert pm.ARGUMENT_SPEC["size"]["default"] in pc.SIZES
+    found = {}
+    for role in ("host", "verify"):
+        for name, option in _role_options(role).items():
+            if "pcie" in name and "size" in name or "mrrs_size" in name:
+                found[name] = option
+                assert option.get("choices") == list(pc.SIZES), "roles/%s %s: %r" % (role, name, option.get("choices"))
+                assert option.get("default", pc.SIZES[-1]) in pc.SIZES, name
+    assert any(name.startswith("host_") for name in found), found
+
+
+def test_the_default_selection_is_nvidia_gpus():
+    """One NVIDIA vendor and GPU class list (hw/nvidia_gpus): the module's defaults, the form the
+    engine accepts, and the host role's defaults."""
+    assert pm.ARGUMENT_SPEC["vendor"]["default"] == nvidia_gpus.NVIDIA_VENDOR
+    assert pm.ARGUMENT_SPEC["classes"]["default"] == list(nvidia_gpus.GPU_CLASSES)
+    spec = pm.validate({})
+    assert (spec["vendor"], spec["classes"], spec["size"]) == (
+        nvidia_gpus.NVIDIA_VENDOR, list(nvidia_gpus.GPU_CLASSES), 4096)
+    host = _role_options("host")
+    vendor = [option["default"] for name, option in host.items() if name.endswith("pcie_vendor")]
+    classes = [option["default"] for name, option in host.items() if name.endswith("pcie_classes")]
+    assert vendor == [nvidia_gpus.NVIDIA_VENDOR] and classes == [list(nvidia_gpus.GPU_CLASSES)]
+
+
 # --------------------------------------------------------------- the real H200 fixture
 
 def _fixtures():
@@ -541,7 +644,8 @@ def test_the_helper_never_runs_with_the_modules_own_python(tmp_path):
     assert pm.SYSTEM_PYTHONS == ("/usr/bin/python3", "/usr/libexec/platform-python")
     assert pm.Paths().interpreters == pm.SYSTEM_PYTHONS
     nowhere = (str(tmp_path / "usr/bin/python3"), str(tmp_path / "usr/libexec/platform-python"))
-    assert pm.Paths(interpreters=nowhere).interpreter is None
+    assert pm.Paths(str(tmp_path)).interpreters == nowhere
+    assert pm.Paths(str(tmp_path)).interpreter is None
     assert pm.system_interpreter(nowhere) is None
 
 
@@ -550,7 +654,7 @@ def test_without_a_system_python_persisting_is_refused_and_the_runtime_part_stil
     paths.interpreters = (str(tmp_path / "usr/bin/python3-missing"), str(tmp_path / "usr/libexec/platform-python"))
     before = snapshot(tmp_path)
     for check_mode in (True, False):
-        with pytest.raises(pm.PcieError) as exc:
+        with pytest.raises(ModuleFailure) as exc:
             pm.run(params(persist=True), check_mode=check_mode, paths=paths)
         message = exc.value.message
         assert message.startswith("cannot install the udev rule and its helper, nothing was changed: no system "
@@ -639,7 +743,7 @@ def test_persistence_where_another_user_could_change_it_is_refused_before_any_wr
     how(str(tmp_path / where))
     st = os.stat(str(tmp_path / where))
     before = snapshot(tmp_path)
-    with pytest.raises(pm.PcieError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         pm.run(params(persist=True), paths=paths)
     message = exc.value.message
     assert message.startswith("cannot install the udev rule and its helper, nothing was changed: %s: is "
@@ -659,7 +763,7 @@ def test_an_interpreter_in_a_users_virtualenv_is_refused(node):
     os.chown(str(tmp_path / "home/alice"), USER, USER)
     os.unlink(str(tmp_path / "usr/bin/python3"))
     os.symlink(str(venv / "python3"), str(tmp_path / "usr/bin/python3"))
-    with pytest.raises(pm.PcieError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         pm.run(params(persist=True), paths=paths)
     assert exc.value.message.startswith("cannot install the udev rule and its helper, nothing was changed: %s: is not "
                                         "owned by uid 0 (root) (owner uid 1000" % (tmp_path / "home/alice"))

@@ -6,7 +6,10 @@ import os
 
 import pytest
 
+from ansible_collections.gpufleet.tuning.tests.unit import contract
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile as sp
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
@@ -23,13 +26,16 @@ HOST = {
 }
 
 
+@pytest.fixture(autouse=True)
+def every_run_keeps_the_record_contract(monkeypatch):
+    contract.checking_records(monkeypatch, sp)
+
+
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     write_tree(tmp_path, HOST)
     printing_kernel(monkeypatch)
-    paths = sp.Paths(proc_sys=str(tmp_path / "proc/sys"), sysctl_d=str(tmp_path / "etc/sysctl.d"),
-                     state_dir=str(tmp_path / "var/lib/gpufleet"), proc=str(tmp_path / "proc"),
-                     root=str(tmp_path))
+    paths = sp.Paths(str(tmp_path))
     return tmp_path, paths
 
 
@@ -82,7 +88,7 @@ def test_apply_changes_values_and_persists(fake):
         "kernel.numa_balancing = 0\n"
         "net.ipv4.tcp_rmem = 4096 131072 134217728\n"
         "vm.swappiness = 10\n")
-    state = json.loads(read(tmp_path / "var/lib/gpufleet/inference.json"))
+    state = json.loads(read(tmp_path / "var/lib/gpufleet-tuning/sysctl/inference.json"))
     assert state["originals"] == {"kernel.numa_balancing": "1", "net.ipv4.tcp_rmem": "4096 131072 6291456",
                                   "vm.swappiness": "60"}
     assert result["persisted"] is True and result["reboot_required"] is False
@@ -121,7 +127,7 @@ def test_check_mode_writes_nothing_and_reports_plan(fake):
 def test_unknown_key_fails_before_any_write(fake):
     tmp_path, paths = fake
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": 10, "vm.no_such_key": 1}), paths=paths)
     assert "unknown key vm.no_such_key" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -137,7 +143,7 @@ def test_unknown_key_fails_before_any_write(fake):
 def test_bad_input_fails_with_nothing_written(fake, settings, fragment):
     tmp_path, paths = fake
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings=dict(settings, **{"kernel.numa_balancing": 0})), paths=paths)
     assert fragment in exc.value.message
     assert "nothing was changed" in exc.value.message
@@ -153,7 +159,7 @@ def test_bad_input_fails_with_nothing_written(fake, settings, fragment):
 def test_bad_parameters(fake, kw, fragment):
     _tmp_path, paths = fake
     kw.setdefault("settings", {"vm.swappiness": 10})
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(**kw), paths=paths)
     assert fragment in exc.value.message
 
@@ -179,7 +185,7 @@ def test_failing_write_in_the_middle_restores_earlier_keys(fake, monkeypatch):
     tmp_path, paths = fake
     # Keys are applied in sorted order: kernel.numa_balancing, net.ipv4.tcp_rmem, vm.swappiness.
     FailingKernel(monkeypatch, "vm.swappiness", errno.EINVAL)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings=SETTINGS), paths=paths)
     msg = exc.value.message
     assert "vm.swappiness" in msg and "'10'" in msg and "EINVAL 22" in msg
@@ -189,13 +195,13 @@ def test_failing_write_in_the_middle_restores_earlier_keys(fake, monkeypatch):
     assert proc(tmp_path, "vm.swappiness") == "60"
     assert exc.value.partial["after"] == exc.value.partial["before"]  # reports the restored values
     assert os.listdir(str(tmp_path / "etc/sysctl.d")) == []
-    assert not (tmp_path / "var/lib/gpufleet").exists()
+    assert not (tmp_path / "var/lib/gpufleet-tuning").exists()
 
 
 def test_value_that_does_not_read_back_is_restored(fake, monkeypatch):
     tmp_path, paths = fake
     FailingKernel(monkeypatch, "vm.swappiness", None, clamp={"300": "100"})
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"kernel.numa_balancing": 0, "vm.swappiness": 300}), paths=paths)
     assert "vm.swappiness did not take '300'" in exc.value.message
     assert "'100'" in exc.value.message
@@ -222,7 +228,7 @@ def test_enotsupp_with_skip_is_reported_not_persisted(fake, monkeypatch):
 def test_enotsupp_with_fail_restores(fake, monkeypatch):
     tmp_path, paths = fake
     FailingKernel(monkeypatch, "kernel.nmi_watchdog", 524)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"kernel.nmi_watchdog": 0, "kernel.numa_balancing": 0}), paths=paths)
     assert "kernel.nmi_watchdog" in exc.value.message and "ENOTSUPP 524" in exc.value.message
     assert proc(tmp_path, "kernel.numa_balancing") == "1"
@@ -231,7 +237,7 @@ def test_enotsupp_with_fail_restores(fake, monkeypatch):
 def test_einval_is_never_skipped(fake, monkeypatch):
     _tmp_path, paths = fake
     FailingKernel(monkeypatch, "vm.swappiness", errno.EINVAL)
-    with pytest.raises(sp.ProfileError):
+    with pytest.raises(ModuleFailure):
         sp.run(params(settings={"vm.swappiness": 10}, on_unwritable="skip"), paths=paths)
 
 
@@ -241,7 +247,7 @@ def test_unwritable_precheck_skip_and_fail(fake, monkeypatch):
     monkeypatch.setattr(sysctl, "writable", lambda key, root=sysctl.PROC_SYS: (
         (False, "/proc/sys is on a read-only mount") if key.startswith("vm.") else real(key, root)))
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": 10, "net.core.somaxconn": 8192}), paths=paths)
     assert "cannot write vm.swappiness" in exc.value.message and "read-only" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -278,7 +284,7 @@ def test_missing_host_wide_key_in_container_hints_at_host(fake):
     tmp_path, paths = fake
     write_tree(tmp_path, {"run/.containerenv": "", "proc/1/environ": "container=podman\0"})
     os.remove(str(tmp_path / "proc/sys/net/core/rmem_max"))
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"net.core.rmem_max": 1 << 27}), paths=paths)
     assert "set it on the host" in exc.value.message
 
@@ -291,7 +297,7 @@ def test_absent_restores_originals_and_removes_files(fake):
     assert proc(tmp_path, "vm.swappiness") == "60"
     assert proc(tmp_path, "net.ipv4.tcp_rmem") == "4096 131072 6291456"
     assert not (tmp_path / "etc/sysctl.d/90-gpufleet-inference.conf").exists()
-    assert not (tmp_path / "var/lib/gpufleet/inference.json").exists()
+    assert not (tmp_path / "var/lib/gpufleet-tuning/sysctl/inference.json").exists()
     again = sp.run(params(state="absent"), paths=paths)
     assert again["changed"] is False
 
@@ -308,7 +314,7 @@ def test_absent_check_mode_writes_nothing(fake):
 def test_absent_subset_and_unmappable_keys(fake):
     tmp_path, paths = fake
     sp.run(params(settings=SETTINGS), paths=paths)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(state="absent", settings={"vm.dirty_ratio": 0}), paths=paths)
     assert "cannot remove vm.dirty_ratio" in exc.value.message
     result = sp.run(params(state="absent", settings={"vm.swappiness": None}), paths=paths)
@@ -341,8 +347,8 @@ def test_priority_change_moves_the_file(fake):
 
 def test_corrupt_state_file_is_an_error_naming_it(fake):
     tmp_path, paths = fake
-    write_tree(tmp_path, {"var/lib/gpufleet/inference.json": "{not json"})
-    with pytest.raises(sp.ProfileError) as exc:
+    write_tree(tmp_path, {"var/lib/gpufleet-tuning/sysctl/inference.json": "{not json"})
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": 10}), paths=paths)
     assert "inference.json" in exc.value.message
 
@@ -355,7 +361,7 @@ def test_file_write_failure_restores_runtime(fake, monkeypatch):
         raise OSError(errno.EACCES, "Permission denied", path)
 
     monkeypatch.setattr(fileops, "write_atomic", refuse)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": 10}), paths=paths)
     assert "EACCES" in exc.value.message
     assert str(tmp_path / "etc/sysctl.d/90-gpufleet-inference.conf") in exc.value.message
@@ -494,7 +500,7 @@ def test_a_file_without_the_marker_is_refused_unless_adopted(fake, where, kw, ac
     tmp_path, paths = fake
     write_tree(tmp_path, {where: "# the operator's own tuning\nvm.swappiness = 1\n"})
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(**kw), paths=paths)
     msg = exc.value.message
     assert str(tmp_path / where) in msg
@@ -513,7 +519,7 @@ def test_absent_subset_refuses_a_foreign_file(fake):
     tmp_path, paths = fake
     write_tree(tmp_path, {CONF: "vm.swappiness = 1\n"})
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(state="absent", settings={"vm.swappiness": None}), paths=paths)
     assert "refusing to edit it" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -536,7 +542,7 @@ def test_symlink_to_dev_null_masks_the_profile_and_is_refused(fake):
     tmp_path, paths = fake
     os.symlink("/dev/null", str(tmp_path / CONF))
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": 10}), paths=paths)
     assert "a symlink to /dev/null (masks it)" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -548,7 +554,7 @@ def test_adopting_a_masking_symlink_replaces_it_and_a_rollback_puts_it_back(fake
     os.symlink("/dev/null", str(tmp_path / CONF))
     before = snapshot(tmp_path)
     FileFault(monkeypatch, tmp_path / "var", errno.EROFS, op="write")
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": 10}, adopt=True), paths=paths)
     assert "symlink %s -> /dev/null" % (tmp_path / CONF) in exc.value.message
     assert snapshot(tmp_path) == before
@@ -560,7 +566,7 @@ def test_adopting_a_masking_symlink_replaces_it_and_a_rollback_puts_it_back(fake
 def test_dangling_symlink_is_refused(fake):
     tmp_path, paths = fake
     os.symlink("/nonexistent/inference.conf", str(tmp_path / CONF))
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(state="absent"), paths=paths)
     assert "a dangling symlink to /nonexistent/inference.conf" in exc.value.message
     assert os.path.islink(str(tmp_path / CONF))
@@ -575,7 +581,7 @@ def test_unusable_profile_file_is_refused_by_name(fake, make, fragment):
     tmp_path, paths = fake
     make(str(tmp_path / CONF))
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": 10}), paths=paths)
     assert str(tmp_path / CONF) in exc.value.message and fragment in exc.value.message
     assert "nothing was changed" in exc.value.message
@@ -592,7 +598,7 @@ def test_half_applied_vector_is_restored_with_every_key_and_file(fake, monkeypat
     tmp_path, paths = fake
     kernel = IntVectorKernel(monkeypatch, {"net.ipv4.tcp_rmem": (1, INT_MAX)})
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"kernel.numa_balancing": 0, "vm.swappiness": 10,
                                 "net.ipv4.tcp_rmem": "8192 262144 99999999999"}), paths=paths)
     msg = exc.value.message
@@ -613,7 +619,7 @@ def test_half_applied_first_key_is_restored(fake, monkeypatch):
     tmp_path, paths = fake
     IntVectorKernel(monkeypatch, {"net.ipv4.tcp_rmem": (1, INT_MAX)})
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"net.ipv4.tcp_rmem": "4097 131073 0"}, raise_only=[]), paths=paths)
     assert "restored: net.ipv4.tcp_rmem to '4096 131072 6291456' (it was '4097 131073 6291456')" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -623,7 +629,7 @@ def test_rejected_write_that_changed_nothing_says_so(fake, monkeypatch):
     tmp_path, paths = fake
     IntVectorKernel(monkeypatch, {"net.ipv4.tcp_rmem": (1, INT_MAX)})
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"net.ipv4.tcp_rmem": "0 131072 6291456"}, raise_only=[]), paths=paths)
     msg = exc.value.message
     assert "(the kernel left it at '4096 131072 6291456')" in msg
@@ -635,7 +641,7 @@ def test_a_key_never_reached_needs_no_undo(fake, monkeypatch):
     tmp_path, paths = fake
     # the kernel takes the new swappiness but refuses to take the old value back
     IntVectorKernel(monkeypatch, {"net.ipv4.tcp_rmem": (1, INT_MAX)}, refuse_restore={"vm.swappiness": "60"})
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"kernel.numa_balancing": 0, "net.core.somaxconn": 8192,
                                 "net.ipv4.tcp_rmem": "4097 131073 99999999999", "vm.swappiness": 10},
                       raise_only=[]), paths=paths)
@@ -649,7 +655,7 @@ def test_a_failed_undo_is_reported_with_the_value_left(fake, monkeypatch):
     tmp_path, paths = fake
     IntVectorKernel(monkeypatch, {}, refuse_restore={"kernel.numa_balancing": "1"})
     FileFault(monkeypatch, tmp_path / "etc", errno.EROFS, op="write")
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"kernel.numa_balancing": 0, "vm.swappiness": 10}), paths=paths)
     msg = exc.value.message
     assert "restored: vm.swappiness to '60' (it was '10')" in msg
@@ -661,12 +667,12 @@ def test_a_failed_undo_is_reported_with_the_value_left(fake, monkeypatch):
 
 def test_file_read_error_after_the_runtime_writes_rolls_back_cleanly(fake, monkeypatch):
     """The reported traceback: a file read failing once /proc/sys was written. Now a clean
-    ProfileError naming the file, and every runtime write undone."""
+    ModuleFailure naming the file, and every runtime write undone."""
     tmp_path, paths = fake
     write_tree(tmp_path, {CONF: MARKED + "vm.swappiness = 20\n"})
     before = snapshot(tmp_path)
     FileFault(monkeypatch, tmp_path / "etc", errno.EIO, op="read")
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings=SETTINGS), paths=paths)
     msg = exc.value.message
     assert "%s: Input/output error (EIO)" % (tmp_path / CONF) in msg
@@ -680,13 +686,13 @@ def test_read_only_filesystem_names_the_path_and_leaves_no_directories(fake, mon
     os.rmdir(str(tmp_path / "etc/sysctl.d"))     # the run creates /etc/sysctl.d and the state dirs
     before = snapshot(tmp_path)
     FileFault(monkeypatch, tmp_path / fault_on, errno.EROFS, op="write")
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings=SETTINGS), paths=paths)
     msg = exc.value.message
-    expected = tmp_path / (CONF if fault_on == "etc" else "var/lib/gpufleet/inference.json")
+    expected = tmp_path / (CONF if fault_on == "etc" else "var/lib/gpufleet-tuning/sysctl/inference.json")
     assert "failed to update %s: Read-only file system (EROFS)" % expected in msg
     assert "EROFS 30" not in msg
-    assert snapshot(tmp_path) == before            # no sysctl.d, no var/lib/gpufleet left behind
+    assert snapshot(tmp_path) == before            # no sysctl.d, no var/lib/gpufleet-tuning left behind
     assert not (tmp_path / "var").exists() and not (tmp_path / "etc/sysctl.d").exists()
 
 
@@ -697,7 +703,7 @@ def test_rollback_restores_an_owned_files_bytes_and_mode(fake, monkeypatch):
     os.chmod(str(tmp_path / CONF), 0o600)
     before = snapshot(tmp_path)
     FileFault(monkeypatch, tmp_path / "var", errno.ENOSPC, op="write")
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": 10}), paths=paths)
     assert "No space left on device (ENOSPC)" in exc.value.message
     assert "file %s" % (tmp_path / CONF) in exc.value.message
@@ -718,7 +724,7 @@ def test_a_value_the_kernel_rounds_fails_naming_what_it_keeps(fake, monkeypatch)
     tmp_path, paths = fake
     write_tree(tmp_path, {"proc/sys/net/ipv4/neigh/default/retrans_time_ms": "1000\n"})
     FailingKernel(monkeypatch, "net.ipv4.neigh.default.retrans_time_ms", None, clamp={"1001": "1004"})
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"net.ipv4.neigh.default.retrans_time_ms": 1001}), paths=paths)
     assert "did not take '1001': the kernel reports '1004'" in exc.value.message
     assert "put '1004' in the profile" in exc.value.message
@@ -732,13 +738,13 @@ def test_absent_restore_that_half_applies_is_rolled_back(fake, monkeypatch):
     tmp_path, paths = fake
     sp.run(params(settings={"net.ipv4.tcp_rmem": "8192 262144 134217728", "vm.swappiness": 10}), paths=paths)
     # the remembered original is one the kernel now rejects in its last field
-    state = tmp_path / "var/lib/gpufleet/inference.json"
+    state = tmp_path / "var/lib/gpufleet-tuning/sysctl/inference.json"
     data = json.loads(read(state))
     data["originals"]["net.ipv4.tcp_rmem"] = "4096 131072 99999999999"
     state.write_text(json.dumps(data))
     IntVectorKernel(monkeypatch, {"net.ipv4.tcp_rmem": (1, INT_MAX)})
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(state="absent"), paths=paths)
     assert "failed to remove profile inference: failed to set net.ipv4.tcp_rmem" in exc.value.message
     assert "restored: net.ipv4.tcp_rmem to '8192 262144 134217728'" in exc.value.message
@@ -765,13 +771,13 @@ def test_absent_restore_that_half_applies_is_rolled_back(fake, monkeypatch):
 @pytest.mark.parametrize("state", ["present", "absent"])
 def test_state_file_entries_are_validated_before_use(fake, originals, fragment, state):
     tmp_path, paths = fake
-    write_tree(tmp_path, {"var/lib/gpufleet/inference.json": json.dumps({"profile": "inference", "originals": originals}),
+    write_tree(tmp_path, {"var/lib/gpufleet-tuning/sysctl/inference.json": json.dumps({"profile": "inference", "originals": originals}),
                           CONF: MARKED + "vm.swappiness = 10\n"})
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(state=state, settings={"vm.swappiness": 10} if state == "present" else {}), paths=paths)
     msg = exc.value.message
-    assert str(tmp_path / "var/lib/gpufleet/inference.json") in msg
+    assert str(tmp_path / "var/lib/gpufleet-tuning/sysctl/inference.json") in msg
     assert fragment in msg and "nothing was changed" in msg
     assert snapshot(tmp_path) == before
 
@@ -785,24 +791,24 @@ def test_state_file_entries_are_validated_before_use(fake, originals, fragment, 
 ])
 def test_malformed_state_file_is_refused_naming_it(fake, text, fragment):
     tmp_path, paths = fake
-    write_tree(tmp_path, {"var/lib/gpufleet/inference.json": text})
-    with pytest.raises(sp.ProfileError) as exc:
+    write_tree(tmp_path, {"var/lib/gpufleet-tuning/sysctl/inference.json": text})
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(state="absent"), paths=paths)
     assert "inference.json" in exc.value.message and fragment in exc.value.message
 
 
 def test_unreadable_state_file_names_it(fake):
     tmp_path, paths = fake
-    write_tree(tmp_path, {"var/lib/gpufleet/inference.json": b"{\"originals\": {\"vm.swappiness\": \"\xff\"}}"})
-    with pytest.raises(sp.ProfileError) as exc:
+    write_tree(tmp_path, {"var/lib/gpufleet-tuning/sysctl/inference.json": b"{\"originals\": {\"vm.swappiness\": \"\xff\"}}"})
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": 10}), paths=paths)
-    assert "%s: is not valid UTF-8" % (tmp_path / "var/lib/gpufleet/inference.json") in exc.value.message
+    assert "%s: is not valid UTF-8" % (tmp_path / "var/lib/gpufleet-tuning/sysctl/inference.json") in exc.value.message
 
 
 def test_only_written_keys_are_remembered(fake):
     tmp_path, paths = fake
     sp.run(params(settings={"vm.swappiness": 10, "net.core.somaxconn": 4096}), paths=paths)
-    state = json.loads(read(tmp_path / "var/lib/gpufleet/inference.json"))
+    state = json.loads(read(tmp_path / "var/lib/gpufleet-tuning/sysctl/inference.json"))
     assert state == {"profile": "inference", "originals": {"vm.swappiness": "60"}}
 
 
@@ -870,7 +876,7 @@ def test_raise_only_persists_the_effective_value_with_apply_false(fake):
 def test_values_the_kernel_would_not_read_back_are_refused_before_any_write(fake, settings, fragment):
     tmp_path, paths = fake
     before = snapshot(tmp_path)
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings=dict(settings, **{"kernel.numa_balancing": 0})), paths=paths)
     assert fragment in exc.value.message and "nothing was changed" in exc.value.message
     assert snapshot(tmp_path) == before
@@ -890,7 +896,7 @@ def test_host_wide_key_the_host_already_raised_is_not_reported_as_pending(fake):
 
 def test_raise_only_option_is_validated(fake):
     _tmp_path, paths = fake
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": 10}, raise_only=["net/core/rmem_max"]), paths=paths)
     assert "raise_only entry 'net/core/rmem_max' contains '/'" in exc.value.message
 
@@ -913,14 +919,14 @@ def test_key_missing_from_a_containers_namespace_is_skipped_with_host_wide_skip(
 
 def test_key_missing_outside_a_container_is_still_an_error(fake):
     _tmp_path, paths = fake
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"net.core.optmem_max": 131072}, host_wide="skip"), paths=paths)
     assert "unknown key net.core.optmem_max" in exc.value.message
 
 
 def test_a_directory_of_keys_is_not_a_key(fake):
     _tmp_path, paths = fake
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"net.ipv4": 1}), paths=paths)
     assert "net.ipv4 is a directory of keys" in exc.value.message
 
@@ -934,7 +940,7 @@ def test_tabs_in_settings_are_no_change(fake):
 @pytest.mark.parametrize("value", ["", "   ", "\t"])
 def test_empty_values_are_refused(fake, value):
     _tmp_path, paths = fake
-    with pytest.raises(sp.ProfileError) as exc:
+    with pytest.raises(ModuleFailure) as exc:
         sp.run(params(settings={"vm.swappiness": value}), paths=paths)
     assert "empty" in exc.value.message
 
@@ -947,7 +953,7 @@ def test_absent_forgets_a_key_that_no_longer_exists_and_reports_it(fake):
     result = sp.run(params(state="absent"), paths=paths)
     assert "does not exist here" in result["skipped_keys"]["net.ipv4.conf.eth9.rp_filter"]
     assert proc(tmp_path, "vm.swappiness") == "60"
-    assert not (tmp_path / "var/lib/gpufleet/inference.json").exists()
+    assert not (tmp_path / "var/lib/gpufleet-tuning/sysctl/inference.json").exists()
     assert not (tmp_path / CONF).exists()
 
 
@@ -958,7 +964,7 @@ def test_absent_keeps_what_it_could_not_restore(fake, monkeypatch):
     result = sp.run(params(state="absent", on_unwritable="skip"), paths=paths)
     assert "ENOTSUPP 524" in result["skipped_keys"]["kernel.nmi_watchdog"]
     assert proc(tmp_path, "vm.swappiness") == "60"
-    state = json.loads(read(tmp_path / "var/lib/gpufleet/inference.json"))
+    state = json.loads(read(tmp_path / "var/lib/gpufleet-tuning/sysctl/inference.json"))
     assert state["originals"] == {"kernel.nmi_watchdog": "1"}
 
 
@@ -973,8 +979,108 @@ def test_skipped_refused_key_is_not_remembered(fake, monkeypatch):
     tmp_path, paths = fake
     FailingKernel(monkeypatch, "kernel.nmi_watchdog", 524)
     sp.run(params(settings={"kernel.nmi_watchdog": 0, "vm.swappiness": 10}, on_unwritable="skip"), paths=paths)
-    state = json.loads(read(tmp_path / "var/lib/gpufleet/inference.json"))
+    state = json.loads(read(tmp_path / "var/lib/gpufleet-tuning/sysctl/inference.json"))
     assert state["originals"] == {"vm.swappiness": "60"}
+
+
+# ================================================================================================
+# Change records (common/records.py)
+# ================================================================================================
+
+STATE = "var/lib/gpufleet-tuning/sysctl/inference.json"
+
+
+def digest(tmp_path, rel):
+    return records.file_state(read(tmp_path / rel))
+
+
+def test_records_of_an_apply_name_each_key_the_file_and_the_state_file(fake):
+    tmp_path, paths = fake
+    result = sp.run(params(settings=SETTINGS), paths=paths)
+    assert result["changes"] == [
+        {"area": "sysctl", "kind": "value", "target": "kernel.numa_balancing", "before": "1", "after": "0"},
+        {"area": "sysctl", "kind": "value", "target": "net.ipv4.tcp_rmem",
+         "before": "4096 131072 6291456", "after": "4096 131072 134217728"},
+        {"area": "sysctl", "kind": "value", "target": "vm.swappiness", "before": "60", "after": "10"},
+        {"area": "sysctl", "kind": "file", "target": str(tmp_path / CONF), "before": None,
+         "after": digest(tmp_path, CONF)},
+        {"area": "sysctl", "kind": "file", "target": str(tmp_path / STATE), "before": None,
+         "after": digest(tmp_path, STATE)},
+    ]
+    assert "vm.swappiness = 10" not in json.dumps(result["changes"])   # a digest, never the content
+    assert sp.run(params(settings=SETTINGS), paths=paths)["changes"] == []
+
+
+def test_check_mode_records_are_the_ones_the_run_then_makes(fake):
+    tmp_path, paths = fake
+    planned = sp.run(params(settings=SETTINGS), check_mode=True, paths=paths)
+    assert sp.run(params(settings=SETTINGS), paths=paths)["changes"] == planned["changes"]
+    conf = read(tmp_path / CONF)
+    planned = sp.run(params(state="absent"), check_mode=True, paths=paths)
+    done = sp.run(params(state="absent"), paths=paths)
+    assert done["changes"] == planned["changes"]
+    assert done["changes"][:3] == [
+        {"area": "sysctl", "kind": "value", "target": "kernel.numa_balancing", "before": "0", "after": "1"},
+        {"area": "sysctl", "kind": "value", "target": "net.ipv4.tcp_rmem",
+         "before": "4096 131072 134217728", "after": "4096 131072 6291456"},
+        {"area": "sysctl", "kind": "value", "target": "vm.swappiness", "before": "10", "after": "60"}]
+    assert done["changes"][3:] == [
+        {"area": "sysctl", "kind": "file", "target": str(tmp_path / CONF), "before": records.file_state(conf),
+         "after": None},
+        {"area": "sysctl", "kind": "file", "target": str(tmp_path / STATE), "before": done["changes"][4]["before"],
+         "after": None}]
+    assert done["changes"][4]["before"]["sha256"]
+    assert sp.run(params(state="absent"), paths=paths)["changes"] == []
+
+
+def test_apply_false_records_the_file_only(fake):
+    tmp_path, paths = fake
+    result = sp.run(params(settings={"vm.swappiness": 10}, apply=False), paths=paths)
+    assert [(c["kind"], c["target"]) for c in result["changes"]] == [("file", str(tmp_path / CONF))]
+
+
+def test_a_moved_priority_records_the_new_file_and_the_old_one_removed(fake):
+    tmp_path, paths = fake
+    sp.run(params(settings={"vm.swappiness": 10}), paths=paths)
+    old = records.file_state(read(tmp_path / CONF))
+    result = sp.run(params(settings={"vm.swappiness": 10}, priority=95), paths=paths)
+    assert [(c["target"], c["before"], c["after"]) for c in result["changes"]] == [
+        (str(tmp_path / "etc/sysctl.d/95-gpufleet-inference.conf"), None,
+         digest(tmp_path, "etc/sysctl.d/95-gpufleet-inference.conf")),
+        (str(tmp_path / CONF), old, None)]
+
+
+def test_a_symlink_removed_is_recorded_as_the_link(fake):
+    tmp_path, paths = fake
+    write_tree(tmp_path, {"srv/config/inference.conf": MARKED + "vm.swappiness = 1\n"})
+    os.symlink(str(tmp_path / "srv/config/inference.conf"), str(tmp_path / CONF))
+    written = sp.run(params(settings={"vm.swappiness": 10}), paths=paths)
+    assert written["changes"][1]["target"] == str(tmp_path / CONF)       # written through the link
+    assert written["changes"][1]["after"] == digest(tmp_path, "srv/config/inference.conf")
+    result = sp.run(params(state="absent"), paths=paths)
+    assert result["changes"][1] == {"area": "sysctl", "kind": "file", "target": str(tmp_path / CONF),
+                                    "before": {"link": str(tmp_path / "srv/config/inference.conf")},
+                                    "after": None}
+
+
+def test_a_skipped_key_has_no_record(fake):
+    tmp_path, paths = fake
+    write_tree(tmp_path, {"proc/1/environ": "container=lxc\0", "proc/self/uid_map": "0 100000 65536\n"})
+    result = sp.run(params(settings={"vm.swappiness": 10, "net.core.somaxconn": 8192}, host_wide="skip"),
+                    paths=paths)
+    assert "vm.swappiness" in result["skipped_keys"]
+    assert [c["target"] for c in result["changes"] if c["kind"] == "value"] == ["net.core.somaxconn"]
+
+
+def test_a_failed_run_returns_no_records(fake, monkeypatch):
+    tmp_path, paths = fake
+
+    def read_only(path, *a, **k):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+    monkeypatch.setattr(fileops, "write_atomic", read_only)
+    with pytest.raises(ModuleFailure) as exc:
+        sp.run(params(settings={"vm.swappiness": 10}), paths=paths)
+    assert "changes" not in exc.value.partial and "restored: vm.swappiness" in exc.value.message
 
 
 # ================================================================================================
@@ -982,11 +1088,12 @@ def test_skipped_refused_key_is_not_remembered(fake, monkeypatch):
 # ================================================================================================
 
 LIVE = """
-import json, sys, tempfile
+import json, os, sys, tempfile
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile as sp
 tmp = tempfile.mkdtemp()
-paths = sp.Paths(sysctl_d=tmp + "/sysctl.d", state_dir=tmp + "/state")
+os.symlink("/proc", tmp + "/proc")  # the real /proc/sys; sysctl.d and the state file in the temp tree
+paths = sp.Paths(tmp)
 keys = ["net.core.somaxconn", "net.ipv4.tcp_rmem"]
 start = dict((k, sysctl.read_value(k)) for k in keys)
 a, b, c = (int(x) for x in start["net.ipv4.tcp_rmem"].split())
@@ -995,7 +1102,7 @@ try:
     sp.run(dict(name="live", raise_only=[], settings={
         "net.core.somaxconn": int(start["net.core.somaxconn"]) + 1,
         "net.ipv4.tcp_rmem": "%d %d 99999999999" % (a + 1, b + 1)}), paths=paths)
-except sp.ProfileError as exc:
+except sp.ModuleFailure as exc:
     out["msg"] = exc.message
 out["after_failure"] = dict((k, sysctl.read_value(k)) for k in keys)
 res = sp.run(dict(name="live", settings={"net.ipv4.tcp_rmem": "4096 87380 134217728"}), paths=paths)
@@ -1046,7 +1153,7 @@ def test_role_defaults_never_lower_a_current_kernel_default(role, variables):
     root = os.path.dirname(os.path.abspath(__file__))
     for _level in range(4):
         root = os.path.dirname(root)
-    with open(os.path.join(root, "roles", role, "defaults", "main", "sysctl.yml")) as handle:
+    with open(os.path.join(root, "roles", role, "defaults", "main", "sysctl_profile.yml")) as handle:
         defaults = yaml.safe_load(handle)
     with open(os.path.join(root, "roles", role, "meta", "argument_specs.yml")) as handle:
         options = yaml.safe_load(handle)["argument_specs"]["main"]["options"]

@@ -2,8 +2,10 @@
 
 import os
 
+from ansible_collections.gpufleet.tuning.tests.unit import contract
 from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_cmdline as bc
 from ansible_collections.gpufleet.tuning.plugins.modules import kernel_cmdline
+from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, run_module, snapshot, write_tree
 
 GRUB = 'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX=""\n'
@@ -28,9 +30,13 @@ def _fake(tmp_path, monkeypatch, gpu_device="0x2335", update_grub_rc=0):
     (bindir / "update-grub").chmod(0o755)
     # AnsibleModule.get_bin_path looks on PATH first, then the sbin directories
     monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ.get("PATH", "")))
-    paths = bc.Paths(etc=str(tmp_path / "etc"), proc=str(tmp_path / "proc"), sys=str(tmp_path / "sys"))
+    paths = bc.Paths(str(tmp_path))
     monkeypatch.setattr(bc, "Paths", lambda: paths)
     return log
+
+
+def test_the_module_is_its_engines_shell(monkeypatch):
+    contract.assert_module_is_its_engines_shell(kernel_cmdline, bc, monkeypatch)
 
 
 def test_apply_then_idempotent(tmp_path, monkeypatch, capsys):
@@ -43,8 +49,13 @@ def test_apply_then_idempotent(tmp_path, monkeypatch, capsys):
     assert result["reboot_required"] is True
     assert result["pending"] == ["iommu=pt (running: not set)", "amd_pstate=active (running: not set)"]
     assert "warnings" not in result
+    changes = kf.assert_changes_agree(result, "kernel_cmdline")
+    assert [(c["kind"], c["target"], c["before"], c["after"]) for c in changes] == [
+        ("file", str(tmp_path / "etc/default/grub"), changes[0]["before"], changes[0]["after"]),
+        ("value", "amd_pstate", None, "amd_pstate=active"), ("value", "iommu", None, "iommu=pt")]
     failed, result = run_module(kernel_cmdline, args, capsys)
     assert not failed and result["changed"] is False and result["reboot_required"] is True
+    assert result["changes"] == []
     assert read(log) == "update-grub \n"
 
 
@@ -57,6 +68,8 @@ def test_check_mode_and_diff(tmp_path, monkeypatch, capsys):
     assert result["diff"][0]["after"] == GRUB.replace('"quiet"', '"iommu=pt"')
     assert read(tmp_path / "etc/default/grub") == GRUB
     assert not log.exists()
+    assert [(c["kind"], c["target"]) for c in kf.assert_changes_agree(result, "kernel_cmdline")] == [
+        ("file", str(tmp_path / "etc/default/grub")), ("value", "iommu"), ("value", "quiet")]
 
 
 def test_blackwell_refusal_is_a_failure_with_the_gpu(tmp_path, monkeypatch, capsys):
@@ -84,6 +97,7 @@ def test_failing_update_grub_restores_and_fails(tmp_path, monkeypatch, capsys):
     assert read(tmp_path / "etc/default/grub") == GRUB
     assert read(log) == "update-grub \nupdate-grub \n"
     assert "changed" not in result or result["changed"] is False
+    assert "changes" not in result
 
 
 def test_argspec_rejects_bad_choice(tmp_path, monkeypatch, capsys):

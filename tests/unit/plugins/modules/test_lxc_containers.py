@@ -4,6 +4,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.tuning.tests.unit import contract
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_containers as lc
 from ansible_collections.gpufleet.tuning.plugins.modules import lxc_containers
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_module, snapshot, write_tree
@@ -55,3 +56,16 @@ def test_unreadable_and_latin1_configs_give_json_safe_output(tmp_path, monkeypat
     assert records["151"]["hostname"] == "m\ufffdnchen" and records["151"]["selected"] is True
     assert "is a FIFO" in records["150"]["reason"]
     assert any("150.conf: is a FIFO" in w for w in warned)
+
+
+def test_the_module_is_its_engines_shell(monkeypatch):
+    contract.assert_module_is_its_engines_shell(lxc_containers, lc, monkeypatch)
+
+
+def test_read_only_so_no_change_records(tmp_path, monkeypatch, capsys):
+    _fake(tmp_path, monkeypatch)
+    for check_mode in (False, True):
+        failed, result = run_module(lxc_containers, {"select": ["all"]}, capsys, check_mode=check_mode)
+        assert not failed and result["changed"] is False and result["changes"] == []
+    failed, result = run_module(lxc_containers, {"select": ["../x"]}, capsys)
+    assert failed and "changes" not in result

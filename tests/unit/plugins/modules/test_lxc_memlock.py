@@ -5,6 +5,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.tuning.tests.unit import contract
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock as lm
 from ansible_collections.gpufleet.tuning.plugins.modules import lxc_memlock
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_module, write_tree
@@ -12,10 +13,9 @@ from ansible_collections.gpufleet.tuning.tests.unit.plugins.module_utils import 
 
 
 def _fake(tmp_path, monkeypatch):
-    write_tree(tmp_path, {"etc/pve/lxc/101.conf": fx.PVE_PLAIN, "proc/1/cgroup": "0::/init.scope\n", "cg": None})
-    paths = lm.Paths(pve_lxc=str(tmp_path / "etc/pve/lxc"), lxc_path=str(tmp_path / "var/lib/lxc"),
-                     proc=str(tmp_path / "proc"), cgroup=str(tmp_path / "cg"),
-                     pve_lock_dir=str(tmp_path / "run/lock/lxc"), lxc_conf=str(tmp_path / "etc/lxc/lxc.conf"))
+    write_tree(tmp_path, {"etc/pve/lxc/101.conf": fx.PVE_PLAIN, "proc/1/cgroup": "0::/init.scope\n",
+                          "sys/fs/cgroup": None})
+    paths = lm.Paths(str(tmp_path))
     monkeypatch.setattr(lm, "Paths", lambda: paths)
     # no pct/lxc-info of the machine running the tests
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
@@ -118,3 +118,53 @@ def test_latin1_config_gives_json_safe_diff_and_exact_bytes(tmp_path, monkeypatc
     assert not failed and result["changed"] is True
     assert result["diff"][1]["after"] == "4: lxc.prlimit.memlock = unlimited\n"
     assert (tmp_path / "var/lib/lxc/latin/config").read_bytes() == data + b"lxc.prlimit.memlock = unlimited\n"
+
+
+def assert_documented(module, spec):
+    """The module's DOCUMENTATION options are its engine's ARGUMENT_SPEC: names, types,
+    defaults, choices, aliases, element types and required."""
+    import yaml
+    doc = yaml.safe_load(module.DOCUMENTATION)["options"]
+    assert sorted(doc) == sorted(spec)
+    for name, option in spec.items():
+        for key in ("type", "default", "choices", "aliases", "elements"):
+            assert doc[name].get(key) == option.get(key), (name, key)
+        assert bool(doc[name].get("required")) == bool(option.get("required")), name
+
+
+def test_the_module_is_its_engines_shell(monkeypatch):
+    contract.assert_module_is_its_engines_shell(lxc_memlock, lm, monkeypatch)
+
+
+def test_changes_is_documented_with_the_same_text_in_every_module_of_this_change():
+    """ansible-doc has no RETURN doc fragments: each module carries the same ``changes`` text."""
+    import yaml
+    from ansible_collections.gpufleet.tuning.plugins.modules import lxc_containers, memlock_info, p2p_bandwidth
+    texts = [yaml.safe_load(m.RETURN)["changes"] for m in (lxc_memlock, lxc_containers, memlock_info, p2p_bandwidth)]
+    assert all(text == texts[0] for text in texts)
+    assert sorted(texts[0]["contains"]) == ["after", "area", "before", "kind", "target"]
+
+
+def test_changes_in_exit_json_agree_with_changed(tmp_path, monkeypatch, capsys):
+    conf = _fake(tmp_path, monkeypatch)
+    failed, result = run_module(lxc_memlock, {"vmid": 101}, capsys, check_mode=True)
+    assert not failed and result["changed"] is True
+    assert [r["kind"] for r in result["changes"]] == ["value", "file", "file"]
+    assert conf.read_bytes() == fx.PVE_PLAIN
+    failed, result = run_module(lxc_memlock, {"vmid": 101}, capsys)
+    assert not failed and result["changed"] is True
+    assert result["changes"][0]["target"] == "%s lxc.prlimit.memlock" % conf
+    assert result["changes"][2]["target"] == result["backup_file"]
+    failed, result = run_module(lxc_memlock, {"vmid": 101}, capsys)
+    assert not failed and result["changed"] is False and result["changes"] == []
+
+
+def test_a_failure_or_a_pending_container_reports_no_changes(tmp_path, monkeypatch, capsys):
+    conf = _fake(tmp_path, monkeypatch)
+    conf.write_bytes(fx.PVE_PLAIN.replace(b"hostname:", b"lock: backup\nhostname:"))
+    failed, result = run_module(lxc_memlock, {"vmid": 101}, capsys)
+    assert not failed and result["pending"] is True and result["changed"] is False and result["changes"] == []
+    failed, result = run_module(lxc_memlock, {"vmid": 101, "on_locked": "fail"}, capsys)
+    assert failed and "changes" not in result
+    failed, result = run_module(lxc_memlock, {"vmid": 404}, capsys)
+    assert failed and "changes" not in result

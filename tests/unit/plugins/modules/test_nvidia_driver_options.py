@@ -3,6 +3,7 @@ found by AnsibleModule.get_bin_path and run with run_command, over a fake node."
 
 import pytest
 
+from ansible_collections.gpufleet.tuning.tests.unit import contract
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options as do
 from ansible_collections.gpufleet.tuning.plugins.modules import nvidia_driver_options
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
@@ -26,6 +27,10 @@ def node(tmp_path, monkeypatch):
     return build
 
 
+def test_the_module_is_its_engines_shell(monkeypatch):
+    contract.assert_module_is_its_engines_shell(nvidia_driver_options, do, monkeypatch)
+
+
 def test_writes_rebuilds_and_reports_the_reboot(node, capsys):
     root, fake = node()
     # Risky since issue 15 (counters for every user): allowed here for the renamed params entry.
@@ -35,8 +40,11 @@ def test_writes_rebuilds_and_reports_the_reboot(node, capsys):
     assert result["pending"] == ["NVreg_RestrictProfilingToAdminUsers: running 1, configured 0"]
     assert read(root / FILE).endswith("options nvidia NVreg_RestrictProfilingToAdminUsers=0\n")
     assert fake.calls() == ["update-initramfs -u"] and result["initramfs"]["rebuilt"] is True
+    assert [(c["kind"], c["target"], c["after"]) for c in kf.assert_changes_agree(result, "nvidia_options")][1:] == [
+        ("value", "NVreg_RestrictProfilingToAdminUsers", "0")]
     failed, result = run_module(nvidia_driver_options, args, capsys)
     assert not failed and result["changed"] is False and result["reboot_required"] is True
+    assert result["changes"] == []
     assert fake.calls() == ["update-initramfs -u"]
 
 
@@ -66,6 +74,7 @@ def test_rebuild_failure_restores_and_fails(node, capsys):
     failed, result = run_module(nvidia_driver_options, {"options": {"NVreg_EnableMSI": 1}}, capsys)
     assert failed and "failed for /boot/initrd.img-6.1.0-28-amd64 with 1." in result["msg"]
     assert not (root / FILE).exists()
+    assert "changes" not in result and "changed" not in result
 
 
 def test_check_and_diff(node, capsys):
@@ -77,6 +86,12 @@ def test_check_and_diff(node, capsys):
     assert result["diff"][0]["after"].endswith("options nvidia NVreg_EnableMSI=1\n")
     assert result["plan"][-1] == "update-initramfs -u"
     assert fake.calls() == [] and not (root / FILE).exists()
+    assert [(c["kind"], c["target"]) for c in kf.assert_changes_agree(result, "nvidia_options")] == [
+        ("file", str(root / FILE)), ("value", "NVreg_EnableMSI")]
+    failed, result = run_module(nvidia_driver_options, {"options": {"NVreg_EnableMSI": 1}}, capsys)
+    failed, result = run_module(nvidia_driver_options, {"state": "absent"}, capsys)
+    assert not failed and [(c["kind"], c["before"], c["after"]) for c in kf.assert_changes_agree(
+        result, "nvidia_options")][1:] == [("value", "1", None)]
 
 
 def test_bad_choice_rejected_by_argspec(node, capsys):

@@ -3,6 +3,7 @@ AnsibleModule.get_bin_path and run with run_command, over a fake node."""
 
 import pytest
 
+from ansible_collections.gpufleet.tuning.tests.unit import contract
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem as pm
 from ansible_collections.gpufleet.tuning.plugins.modules import nvidia_peermem
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
@@ -25,6 +26,10 @@ def node(tmp_path, monkeypatch):
     return build
 
 
+def test_the_module_is_its_engines_shell(monkeypatch):
+    contract.assert_module_is_its_engines_shell(nvidia_peermem, pm, monkeypatch)
+
+
 def test_loads_through_run_command_and_is_idempotent(node, capsys):
     root, fake = node(ib_core=True, peer_symbol=True)
     failed, result = run_module(nvidia_peermem, {"params": {"peerdirect_support": 1}}, capsys)
@@ -32,8 +37,14 @@ def test_loads_through_run_command_and_is_idempotent(node, capsys):
     assert fake.calls() == ["modprobe nvidia_peermem peerdirect_support=1"]
     assert "nvidia_peermem\n" in read(root / LOAD_FILE)
     assert fake.warned == []
+    assert [(c["kind"], c["target"], c["after"]) for c in kf.assert_changes_agree(result, "peermem")][2:] == [
+        ("module", "nvidia_peermem", "loaded"), ("value", "nvidia_peermem.peerdirect_support", "1")]
     failed, result = run_module(nvidia_peermem, {"params": {"peerdirect_support": 1}}, capsys)
     assert not failed and result["changed"] is False and len(fake.calls()) == 1
+    assert result["changes"] == []
+    failed, result = run_module(nvidia_peermem, {"state": "absent"}, capsys)
+    assert not failed and [(c["kind"], c["after"]) for c in kf.assert_changes_agree(result, "peermem")] == [
+        ("file", None), ("file", None), ("module", "not loaded")]
 
 
 def test_fail_json_before_modprobe_when_the_symbol_is_missing(node, capsys):
@@ -49,6 +60,7 @@ def test_require_false_exits_with_needed_false(node, capsys):
     _root, fake = node()
     failed, result = run_module(nvidia_peermem, {"require": False}, capsys)
     assert not failed and result["needed"] is False and result["changed"] is False
+    assert result["changes"] == []
     assert fake.calls() == []
 
 
@@ -67,6 +79,7 @@ def test_modprobe_error_message_is_quoted(node, capsys):
     assert "could not insert 'nvidia_peermem': Unknown symbol in module" in result["msg"]
     assert "MLNX_OFED or DOCA-OFED" in result["msg"]
     assert not (root / LOAD_FILE).exists()
+    assert "changes" not in result and "changed" not in result
 
 
 def test_check_and_diff(node, capsys):
@@ -77,6 +90,8 @@ def test_check_and_diff(node, capsys):
     assert result["diff"][0] == {"before_header": "nvidia_peermem (before)", "after_header": "nvidia_peermem (after)",
                                  "before": "nvidia_peermem = not loaded\n", "after": "nvidia_peermem = loaded\n"}
     assert fake.calls() == [] and not (root / LOAD_FILE).exists()
+    assert [(c["kind"], c["target"]) for c in kf.assert_changes_agree(result, "peermem")] == [
+        ("file", str(root / LOAD_FILE)), ("module", "nvidia_peermem")]
 
 
 def test_warnings_reach_ansible(node, capsys):

@@ -3,6 +3,7 @@
 import os
 import sys
 
+from ansible_collections.gpufleet.tuning.tests.unit import contract
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config as pc
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pcie_maxreadreq as pm
 from ansible_collections.gpufleet.tuning.plugins.modules import pcie_maxreadreq
@@ -18,9 +19,9 @@ REAL_PYTHON = pm.system_interpreter() or os.path.realpath(sys.executable)
 def _fake(tmp_path, monkeypatch):
     write_tree(tmp_path, {"proc/self/uid_map": "0 0 4294967295\n"})
     add_device(tmp_path, GPU, gpu_config(), driver="nvidia")
-    paths = pm.Paths(sysfs=str(tmp_path / "sys"), udev_rules_d=str(tmp_path / "rules.d"),
-                     helper=str(tmp_path / "libexec/pcie-maxreadreq"), proc=str(tmp_path / "proc"),
-                     root=str(tmp_path), interpreter=REAL_PYTHON)
+    os.makedirs(str(tmp_path / "usr/bin"))
+    os.symlink(REAL_PYTHON, str(tmp_path / "usr/bin/python3"))
+    paths = pm.Paths(str(tmp_path))
     monkeypatch.setattr(pm, "Paths", lambda: paths)
     return paths
 
@@ -33,8 +34,10 @@ def test_defaults_set_4096_persist_and_are_idempotent(tmp_path, monkeypatch, cap
     (dev,) = result["devices"]
     assert (dev["bdf"], dev["mrrs_before"], dev["mrrs_after"], dev["changed"]) == (GPU, 512, 4096, True)
     assert read_bytes(paths.rule).startswith(b"# Managed by Ansible")
+    assert [(c["kind"], c["target"], c["before"]) for c in result["changes"]] == [
+        ("value", "%s max_read_request_size" % GPU, "512"), ("file", paths.helper, None), ("file", paths.rule, None)]
     failed, result = run_module(pcie_maxreadreq, {}, capsys)
-    assert not failed and result["changed"] is False
+    assert not failed and result["changed"] is False and result["changes"] == []
 
 
 def test_check_mode_and_diff(tmp_path, monkeypatch, capsys):
@@ -45,8 +48,10 @@ def test_check_mode_and_diff(tmp_path, monkeypatch, capsys):
     assert not failed and result["changed"] is True
     assert result["diff"][0]["before"] == "0000:41:00.0 MRRS = 512\n"
     assert result["diff"][0]["after"] == "0000:41:00.0 MRRS = 4096\n"
+    assert result["changes"][0] == {"area": "pcie", "kind": "value", "target": "0000:41:00.0 max_read_request_size",
+                                    "before": "512", "after": "4096"}
     assert read_bytes(config) == before
-    assert not (tmp_path / "rules.d").exists() and paths.rule.startswith(str(tmp_path))
+    assert not (tmp_path / "etc/udev/rules.d").exists() and paths.rule.startswith(str(tmp_path))
 
 
 def test_fail_json_names_the_device_that_did_not_take_it(tmp_path, monkeypatch, capsys):
@@ -57,6 +62,7 @@ def test_fail_json_names_the_device_that_did_not_take_it(tmp_path, monkeypatch, 
     assert result["msg"].startswith("0000:41:00.0 (10de:2335, class 0x030200) did not take MRRS 4096")
     assert result["devices"][0]["mrrs_after"] == 512
     assert "changed" not in result or result["changed"] is False
+    assert "changes" not in result
 
 
 def test_bad_size_is_refused_with_the_list(tmp_path, monkeypatch, capsys):
@@ -81,3 +87,7 @@ def test_skipped_devices_warn_and_are_reported(tmp_path, monkeypatch, capsys):
     assert "no PCI Express capability" in result["skipped_keys"]["0000:00:02.0"]
     assert len(warned) == 1 and warned[0].startswith("0000:00:02.0 left alone: no PCI Express capability")
     assert "skipped" not in result
+
+
+def test_the_module_is_its_engines_shell(monkeypatch):
+    contract.assert_module_is_its_engines_shell(pcie_maxreadreq, pm, monkeypatch)

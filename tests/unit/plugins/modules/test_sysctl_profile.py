@@ -1,5 +1,8 @@
 """The module's main(): argument handling, exit/fail JSON, --diff output."""
 
+import yaml
+
+from ansible_collections.gpufleet.tuning.tests.unit import contract
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile as sp
 from ansible_collections.gpufleet.tuning.plugins.modules import sysctl_profile
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_module, write_tree
@@ -7,8 +10,7 @@ from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_module, w
 
 def _fake(tmp_path, monkeypatch):
     write_tree(tmp_path, {"proc/sys/vm/swappiness": "60\n", "proc/self/uid_map": "0 0 4294967295\n"})
-    paths = sp.Paths(proc_sys=str(tmp_path / "proc/sys"), sysctl_d=str(tmp_path / "etc/sysctl.d"),
-                     state_dir=str(tmp_path / "state"), proc=str(tmp_path / "proc"), root=str(tmp_path))
+    paths = sp.Paths(str(tmp_path))
     monkeypatch.setattr(sp, "Paths", lambda: paths)
 
 
@@ -17,8 +19,11 @@ def test_exit_json_and_idempotence(tmp_path, monkeypatch, capsys):
     failed, result = run_module(sysctl_profile, {"name": "t", "settings": {"vm.swappiness": 10}}, capsys)
     assert not failed and result["changed"] is True
     assert result["after"] == {"vm.swappiness": "10"}
+    assert [(c["kind"], c["target"]) for c in result["changes"]] == [
+        ("value", "vm.swappiness"), ("file", str(tmp_path / "etc/sysctl.d/90-gpufleet-t.conf")),
+        ("file", str(tmp_path / "var/lib/gpufleet-tuning/sysctl/t.json"))]
     failed, result = run_module(sysctl_profile, {"name": "t", "settings": {"vm.swappiness": 10}}, capsys)
-    assert not failed and result["changed"] is False
+    assert not failed and result["changed"] is False and result["changes"] == []
 
 
 def test_check_and_diff(tmp_path, monkeypatch, capsys):
@@ -26,6 +31,8 @@ def test_check_and_diff(tmp_path, monkeypatch, capsys):
     failed, result = run_module(sysctl_profile, {"name": "t", "settings": {"vm.swappiness": 10}}, capsys,
                                 check_mode=True, diff=True)
     assert not failed and result["changed"] is True
+    assert result["changes"][0] == {"area": "sysctl", "kind": "value", "target": "vm.swappiness",
+                                    "before": "60", "after": "10"}
     assert result["diff"][0]["before"] == "vm.swappiness = 60\n"
     assert result["diff"][0]["after"] == "vm.swappiness = 10\n"
     assert (tmp_path / "proc/sys/vm/swappiness").read_text() == "60\n"
@@ -46,18 +53,10 @@ def test_bad_choice_rejected_by_argspec(tmp_path, monkeypatch, capsys):
     assert failed and "on_unwritable" in result["msg"] and "ignore" in result["msg"]
 
 
-def test_documentation_matches_the_engines_argument_spec():
-    """One argument spec (module_utils.sysctl_profile.ARGUMENT_SPEC): the docs list every
-    option with its type, choices and default, and raise_only's default is the engine's list."""
-    import yaml
+def test_the_module_is_its_engines_shell(monkeypatch):
+    contract.assert_module_is_its_engines_shell(sysctl_profile, sp, monkeypatch)
     from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
     doc = yaml.safe_load(sysctl_profile.DOCUMENTATION)["options"]
-    assert sorted(doc) == sorted(sp.ARGUMENT_SPEC)
-    for name, spec in sp.ARGUMENT_SPEC.items():
-        assert doc[name]["type"] == spec["type"], name
-        assert doc[name].get("default") == spec.get("default"), name
-        assert doc[name].get("choices") == spec.get("choices"), name
-        assert bool(doc[name].get("required")) == bool(spec.get("required")), name
     assert doc["raise_only"]["default"] == list(sysctl.RAISE_ONLY_DEFAULT)
 
 
@@ -91,6 +90,7 @@ def test_fail_json_after_a_rollback_names_the_file_and_what_was_restored(tmp_pat
     assert "restored: vm.swappiness to '60'" in result["msg"]
     assert result["after"] == {"vm.swappiness": "60"} and result["rollback_errors"] == []
     assert "changed" not in result or result["changed"] is False
+    assert "changes" not in result
     assert (tmp_path / "proc/sys/vm/swappiness").read_text().strip() == "60"
 
 

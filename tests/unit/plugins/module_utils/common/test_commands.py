@@ -1,5 +1,12 @@
 """The Commands wrapper over AnsibleModule.get_bin_path and run_command, with a stand-in module."""
 
+import inspect
+
+import pytest
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import kernel_cmdline
+from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driver_options
+from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
 
 
@@ -34,3 +41,16 @@ def test_result_output_falls_back_to_stdout_and_tail_keeps_the_end():
     assert outcome.output == "line 4 | line 5 | line 6 | line 7 | line 8 | line 9"
     assert commands.CommandResult(["x"], 0, "", "").describe() == "x failed (exit status 0)"
     assert commands.CommandResult(["x"], 0, None, None).ok
+
+
+@pytest.mark.parametrize("engine", [kernel_cmdline, nvidia_driver_options, nvidia_peermem])
+def test_engines_take_the_runner_as_tools(engine):
+    """One engine contract: run(params, check_mode=False, paths=None, tools=None), and a
+    Paths(root="/") with everything derived from the root."""
+    parameters = list(inspect.signature(engine.run).parameters.values())
+    assert [(p.name, p.default) for p in parameters[:4]] == [
+        ("params", inspect.Parameter.empty), ("check_mode", False), ("paths", None), ("tools", None)]
+    assert all(p.default is not inspect.Parameter.empty for p in parameters[4:])
+    assert "commands" not in inspect.signature(engine.run).parameters
+    assert list(inspect.signature(engine.Paths).parameters) == ["root"]
+    assert engine.Paths().root == "/"

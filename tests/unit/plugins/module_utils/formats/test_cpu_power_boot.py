@@ -55,3 +55,36 @@ def test_a_shell_another_user_can_change_is_refused(tmp_path, monkeypatch):
 def test_the_script_path_must_be_absolute():
     with pytest.raises(ValueError):
         boot.wanted(True, SETTINGS, script_path="gpufleet-cpu-power")
+
+
+def test_the_script_carries_the_settings_a_null_as_an_empty_word():
+    script = boot.render_script(None, True, "performance", None)
+    assert script.startswith("#!/bin/sh\n# Managed by Ansible (gpufleet.tuning.cpu_power)")
+    assert mf.is_owned(script)
+    assert script.splitlines()[6:10] == ["max_idle_latency_us=''", "enable_within_bound='1'",
+                                         "governor='performance'", "epp=''"]
+    assert "GPUFLEET_CPU_SYSFS:-/sys/devices/system/cpu" in script
+
+
+@pytest.mark.skipif(not os.path.exists("/bin/sh"), reason="no /bin/sh to parse the script")
+def test_the_script_parses_as_posix_sh(tmp_path):
+    import subprocess
+    path = tmp_path / "script"
+    path.write_text(boot.render_script(170, False, "performance", "performance"))
+    subprocess.run(["/bin/sh", "-n", str(path)], check=True)
+
+
+def test_the_unit_runs_the_script_once_after_coldplug():
+    unit = boot.render_unit("/usr/local/sbin/gpufleet-cpu-power")
+    assert mf.is_owned(unit)
+    assert "\nExecStart=/usr/local/sbin/gpufleet-cpu-power\n" in unit
+    assert "\nType=oneshot\n" in unit and "\nRemainAfterExit=yes\n" in unit
+    assert "After=systemd-modules-load.service systemd-udev-trigger.service\n" in unit
+    assert unit.endswith("[Install]\nWantedBy=multi-user.target\n")
+
+
+def test_removing_names_the_link_the_unit_and_the_script():
+    assert [(i.path, i.absent) for i in boot.wanted(False, SETTINGS)] == [
+        ("/etc/systemd/system/multi-user.target.wants/gpufleet-cpu-power.service", True),
+        ("/etc/systemd/system/gpufleet-cpu-power.service", True),
+        ("/usr/local/sbin/gpufleet-cpu-power", True)]

@@ -250,3 +250,12 @@ def test_split_uses_the_kernels_isspace_on_bytes():
 def test_hazard(token, grub, fragment):
     why = ka.hazard(token, grub=grub)
     assert (why is None) if fragment is None else (fragment in why), why
+
+
+def test_by_key_groups_the_arguments_of_each_key_in_kernel_order():
+    tokens = ka.split('quiet iommu=soft intel-idle.max_cstate=1 foo="a b" iommu=pt -- iommu=init')
+    assert ka.by_key(tokens, ["iommu", "intel_idle.max_cstate", "foo", "splash"]) == {
+        "iommu": "iommu=soft iommu=pt", "intel_idle.max_cstate": "intel-idle.max_cstate=1", "foo": 'foo="a b"'}
+    # what it joins, split reads back
+    assert ka.split(ka.by_key(tokens, ["foo"])["foo"]) == ['foo="a b"']
+    assert ka.by_key(tokens, ["quiet"]) == {"quiet": "quiet"} and ka.by_key(tokens, []) == {}

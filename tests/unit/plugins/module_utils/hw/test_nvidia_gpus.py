@@ -55,3 +55,13 @@ def test_list_gpus_filters_vendor_and_class(tmp_path):
 
 def test_list_gpus_without_pci_bus(tmp_path):
     assert ng.list_gpus(str(tmp_path / "nothing")) == []
+
+
+def test_the_vendor_and_classes_are_written_as_sysfs_prints_them():
+    """NVIDIA_VENDOR and GPU_CLASSES are the one source for every selection of NVIDIA GPUs
+    (this module, pcie_maxreadreq's defaults, the p2p code): lower-case 0x and 4 hex digits,
+    the vendor file's form and the class file's first 6 characters."""
+    import re
+    assert ng.NVIDIA_VENDOR == "0x10de"
+    assert ng.GPU_CLASSES == ("0x0300", "0x0302")
+    assert all(re.fullmatch(r"0x[0-9a-f]{4}", value) for value in (ng.NVIDIA_VENDOR,) + ng.GPU_CLASSES)

@@ -26,13 +26,16 @@ def sysfs(tmp_path):
     ("41:00.0", "0000:41:00.0"),
     ("0001:C1:1F.7", "0001:c1:1f.7"),
     (" 0000:00:03.0 ", "0000:00:03.0"),
+    # one parser for every caller: the CUDA driver and NVML print 8-digit domains, VMD has 5
+    ("00000000:1B:00.0", "0000:1b:00.0"),
+    ("10000:e1:00.0", "10000:e1:00.0"),
 ])
 def test_parse_bdf_accepts_both_forms(text, expected):
     assert pc.parse_bdf(text) == expected
 
 
 @pytest.mark.parametrize("text", ["0000:41:00", "41:00", "0000:41:20.0", "0000:41:00.8", "00:41:00.0",
-                                  "10000:41:00.0", "0000:g1:00.0", "0000-41-00.0", "", None, 4100])
+                                  "000000000:41:00.0", "0000:g1:00.0", "0000-41-00.0", "", None, 4100])
 def test_parse_bdf_refuses_with_the_accepted_forms(text):
     with pytest.raises(pc.PciError) as exc:
         pc.parse_bdf(text)
@@ -396,3 +399,33 @@ def test_real_h200_config_space(fixture, tmp_path, monkeypatch):
     assert pc.set_mrrs(sysfs(tmp_path), GPU, cap, 512) == (0x5134, 0x2134)
     assert read_bytes(copy) == with_word(data, 0x68, 0x2134)
     assert read_bytes(fixture) == data
+
+
+def test_pci_config_imports_the_standard_library_only():
+    """The udev helper is this file's source run by a bare system Python (-IS): an import from
+    the collection, or of anything not in the standard library, would fail there at boot."""
+    import ast
+    import sys
+    with open(pc.__file__) as handle:
+        tree = ast.parse(handle.read())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "relative import in pci_config"
+            imported.add(node.module.split(".")[0])
+    assert imported and imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+
+
+def test_attributes_and_writability_of_a_device(tmp_path, monkeypatch):
+    root = sysfs(tmp_path)
+    bdf = "0000:41:00.0"
+    add_device(tmp_path, bdf, gpu_config(), numa_node=1)
+    assert pc.exists(root, bdf) and not pc.exists(root, "0000:42:00.0")
+    assert pc.read_attr(root, bdf, "numa_node") == "1"
+    assert pc.read_attr(root, bdf, "no_such_attribute") is None
+    assert pc.read_config(root, bdf) == gpu_config()
+    assert pc.writable(root, bdf) is True
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert pc.writable(root, bdf) is False

@@ -311,3 +311,40 @@ def test_key_path_never_leaves_the_root(tmp_path):
     for key in ("x./etc/victim", "../victim", "kernel.victim", "vm..x", "vm.swappiness\n"):
         with pytest.raises(sysctl.SysctlError):
             sysctl.key_path(key, str(root))
+
+
+def test_exists_and_writable(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    write_tree(tmp_path, {"vm/swappiness": "60\n", "net/ipv4": None})
+    assert sysctl.exists("vm.swappiness", root) is True
+    assert sysctl.exists("vm.dirty_ratio", root) is False
+    assert sysctl.exists("net.ipv4", root) is False        # a directory of keys
+    assert sysctl.writable("vm.swappiness", root) == (True, None)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    ok, reason = sysctl.writable("vm.swappiness", root)
+    assert ok is False and reason == "%s is not writable by this user" % (tmp_path / "vm/swappiness")
+
+
+def test_writable_names_a_read_only_mount(tmp_path, monkeypatch):
+    """An unprivileged container mounts /proc/sys read-only: the reason says whose it is."""
+    write_tree(tmp_path, {"vm/swappiness": "60\n"})
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+    monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly())
+    ok, reason = sysctl.writable("vm.swappiness", str(tmp_path))
+    assert ok is False and "read-only mount (inside a container the host owns it)" in reason
+
+
+@pytest.mark.parametrize("value, fields", [
+    ("60", [60]), ("4096 131072 6291456", [4096, 131072, 6291456]), ("-1", [-1]),
+    ("cubic", None), ("4096 x", None), ("010", None), ("+5", None),
+])
+def test_int_fields_takes_only_what_the_kernel_prints(value, fields):
+    assert sysctl.int_fields(value) == fields
+
+
+def test_errno_names_include_the_kernels_enotsupp():
+    assert sysctl.errno_name(errno.EPERM) == "EPERM"
+    assert sysctl.errno_name(sysctl.ENOTSUPP) == "ENOTSUPP"
+    assert sysctl.errno_name(9999) == "errno 9999"

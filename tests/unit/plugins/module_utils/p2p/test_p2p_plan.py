@@ -85,8 +85,8 @@ def test_threshold_refuses_nan_and_infinities_in_every_form(name, value):
 @pytest.mark.parametrize("name, value, fragment", [
     ("min_unidirectional_gbps", 100001, "min_unidirectional_gbps=100001 is out of range: give a finite number from 0 to 100000"),
     ("min_bidirectional_gbps", "3e5", "min_bidirectional_gbps='3e5' is out of range"),
-    ("min_p2p_speedup", 1001, "min_p2p_speedup=1001 is out of range: give a finite number from 0 to 1000"),
-    ("min_p2p_speedup", {"pcie": -0.5}, "min_p2p_speedup.pcie=-0.5 is out of range"),
+    ("min_speedup", 1001, "min_speedup=1001 is out of range: give a finite number from 0 to 1000"),
+    ("min_speedup", {"pcie": -0.5}, "min_speedup.pcie=-0.5 is out of range"),
     ("min_unidirectional_gbps", 10 ** 400, "min_unidirectional_gbps=10000000000000000000...00000000 is out of range"),
     ("min_unidirectional_gbps", {"nvlink": True}, "min_unidirectional_gbps.nvlink=True is not a number"),
 ])
@@ -98,10 +98,10 @@ def test_threshold_ranges(name, value, fragment):
 
 def test_threshold_range_edges_are_accepted():
     assert plan.parse_threshold("min_unidirectional_gbps", 100000)["pcie"] == 100000.0
-    assert plan.parse_threshold("min_p2p_speedup", "1000")["nvlink"] == 1000.0
+    assert plan.parse_threshold("min_speedup", "1000")["nvlink"] == 1000.0
     assert plan.parse_threshold("min_bidirectional_gbps", 0)["unknown"] == 0.0
     # An explicit null for one link still means "no floor there", whatever the default says.
-    assert plan.parse_threshold("min_p2p_speedup", {"default": 2, "pcie": None}) == {"nvlink": 2.0, "pcie": None, "unknown": 2.0}
+    assert plan.parse_threshold("min_speedup", {"default": 2, "pcie": None}) == {"nvlink": 2.0, "pcie": None, "unknown": 2.0}
 
 
 @pytest.mark.parametrize("value, fragment", [
@@ -123,7 +123,7 @@ def test_finite_number(value, fragment):
 def _thresholds(uni=None, bidi=None, speedup=None):
     return {"min_unidirectional_gbps": plan.parse_threshold("u", uni),
             "min_bidirectional_gbps": plan.parse_threshold("b", bidi),
-            "min_p2p_speedup": plan.parse_threshold("s", speedup)}
+            "min_speedup": plan.parse_threshold("s", speedup)}
 
 
 def _pair(src, dst, uni, staged=38.0, link="nvlink", access=True, data_ok=True):
