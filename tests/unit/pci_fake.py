@@ -9,9 +9,18 @@ import struct
 
 GPU_DEVCTL = 0x2134  # MRRS 512 (bits 14:12 = 2), MPS 256 (bits 7:5 = 1), relaxed ordering, error reporting
 LNK_GEN5_X16 = (16 << 4) | 5
+# ACS (extended capability 0x000D): what a switch downstream port typically offers (source
+# validation, translation blocking, request and completion redirect, upstream forwarding,
+# direct translated P2P; no egress control) and what the kernel enables with an IOMMU on
+# (pci_std_enable_acs: SV, RR, CR, UF).
+EXT_CAP_ID_AER = 0x0001
+EXT_CAP_ID_ACS = 0x000D
+ACS_CAPABLE = 0x005F
+ACS_REDIRECT = 0x001D
+FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "pci")
 
 
-class Config(object):
+class Config:
     """A device's config space under construction."""
 
     def __init__(self, vendor=0x10DE, device=0x2335, class_code=0x030200, header_type=0, size=4096):
@@ -58,6 +67,23 @@ class Config(object):
         self.u16(offset + 0x12, lnksta)
         return self
 
+    def extended(self, *caps):
+        """Extended capabilities ``(offset, cap_id)`` or ``(offset, cap_id, version)`` linked in
+        the order given (the first belongs at 0x100): header bits 15:0 ID, 19:16 version,
+        31:20 next offset."""
+        for index, cap in enumerate(caps):
+            offset, cap_id = cap[0], cap[1]
+            version = cap[2] if len(cap) > 2 else 1
+            nxt = caps[index + 1][0] if index + 1 < len(caps) else 0
+            self.u32(offset, (cap_id & 0xFFFF) | ((version & 0xF) << 16) | (nxt << 20))
+        return self
+
+    def acs(self, offset, capable=ACS_CAPABLE, ctrl=0):
+        """ACS Capability (+4) and Control (+6) of an ACS capability at ``offset``."""
+        self.u16(offset + 0x04, capable)
+        self.u16(offset + 0x06, ctrl)
+        return self
+
     def bytes(self):
         return bytes(self.data)
 
@@ -75,6 +101,22 @@ def bridge_config(devctl=0x0020 | 0x8000, port_type=4, **kw):
     kw.setdefault("class_code", 0x060400)
     config = Config(header_type=1, **kw).chain((0x40, 0x10), (0x80, 0x05))
     return config.express(0x40, devctl=devctl, port_type=port_type).bytes()
+
+
+def port_config(port_type=6, acs_ctrl=None, acs_capable=ACS_CAPABLE, **kw):
+    """A PCIe switch port (6 downstream, 5 upstream) or root port (4), header type 1, Express
+    at 0x40; AER at 0x100, then ACS at 0x148 when ``acs_ctrl`` is given (else no ACS)."""
+    kw.setdefault("vendor", 0x1000)
+    kw.setdefault("device", 0xC030)
+    kw.setdefault("class_code", 0x060400)
+    config = Config(header_type=1, **kw).chain((0x40, 0x10), (0x80, 0x05))
+    config.express(0x40, devctl=0x0020, port_type=port_type)
+    if acs_ctrl is None:
+        config.extended((0x100, EXT_CAP_ID_AER, 2))
+    else:
+        config.extended((0x100, EXT_CAP_ID_AER, 2), (0x148, EXT_CAP_ID_ACS, 1))
+        config.acs(0x148, capable=acs_capable, ctrl=acs_ctrl)
+    return config.bytes()
 
 
 def conventional_config(**kw):
@@ -116,6 +158,33 @@ def add_device(root, bdf, config, parents=(), vendor=None, device=None, class_co
     os.makedirs(bus, exist_ok=True)
     os.symlink(os.path.relpath(path, bus), os.path.join(bus, bdf))
     return os.path.join(path, "config")
+
+
+def add_iommu_group(root, bdf, group, kind="DMA"):
+    """/sys/kernel/iommu_groups/<group>/type holding ``kind`` and the device's iommu_group link."""
+    root = str(root)
+    group_dir = os.path.join(root, "sys", "kernel", "iommu_groups", str(group))
+    os.makedirs(group_dir, exist_ok=True)
+    with open(os.path.join(group_dir, "type"), "w") as handle:
+        handle.write("%s\n" % kind)
+    device = os.path.realpath(os.path.join(root, "sys", "bus", "pci", "devices", bdf))
+    os.symlink(os.path.relpath(group_dir, device), os.path.join(device, "iommu_group"))
+
+
+def h200_fixtures():
+    """``{bdf: (config bytes, sysfs attributes)}`` of the two GPUs of nvidia-h200-x2 as read
+    there (tests/unit/fixtures/pci), or {} before those files exist."""
+    found = {}
+    if not os.path.isdir(FIXTURE_DIR):
+        return found
+    for name in sorted(os.listdir(FIXTURE_DIR)):
+        if not (name.startswith("h200-") and name.endswith(".config")):
+            continue
+        stem = name[:-len(".config")]
+        with open(os.path.join(FIXTURE_DIR, stem + ".attrs")) as handle:
+            attrs = dict(line.strip().split("=", 1) for line in handle if "=" in line)
+        found[stem[len("h200-"):].replace("_", ":")] = (read_bytes(os.path.join(FIXTURE_DIR, name)), attrs)
+    return found
 
 
 def read_bytes(path):

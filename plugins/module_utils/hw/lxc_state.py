@@ -49,6 +49,31 @@ def payload_processes(name, proc_root="/proc"):
     return proc_cgroups.members(lambda path: container_of_cgroup_path(path) == name, proc_root)
 
 
+def payloads(proc_root="/proc"):
+    """``{container name: {pid: parent pid}}`` of every running container, from one pass over /proc.
+
+    The same membership as payload_processes(name) for each name, for a caller that asks about
+    every container of a host: payload_processes reads every /proc/<pid>/cgroup once per
+    container, this reads them once in all.
+    """
+    found = {}
+    try:
+        entries = os.listdir(proc_root)
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        names = set(container_of_cgroup_path(path) for path in proc_cgroups.cgroup_paths(entry, proc_root))
+        names.discard(None)
+        if not names:
+            continue
+        parent = proc_cgroups.parent_pid(entry, proc_root)
+        for name in names:
+            found.setdefault(name, {})[int(entry)] = parent
+    return found
+
+
 def init_pid(members):
     """The container's init: the member whose parent (the LXC monitor) is not a member."""
     return proc_cgroups.top(members)
@@ -106,15 +131,20 @@ def ask_tools(name, tools, proxmox, lxcpath=None):
 
 
 def container_state(name, proc_root="/proc", cgroup_root="/sys/fs/cgroup", tools=None,
-                    proxmox=False, lxcpath=None):
+                    proxmox=False, lxcpath=None, known_payloads=None):
     """``{"running": bool or None, "init_pid": int or None, "evidence": str}``.
 
     ``running`` is None only when nothing can tell (no name for the container and no tool).
+    ``known_payloads`` is what payloads() returned, for a caller that asks about many
+    containers; without it /proc is read for this container alone.
     """
     if not name:
         return {"running": None, "init_pid": None,
                 "evidence": "the container's name cannot be told from the config path"}
-    members = payload_processes(name, proc_root)
+    if known_payloads is not None:
+        members = known_payloads.get(name, {})
+    else:
+        members = payload_processes(name, proc_root)
     if members:
         pid = init_pid(members)
         return {"running": True, "init_pid": pid,

@@ -25,6 +25,9 @@ NVIDIA_VENDOR = "0x10de"
 # PCI class (base class, subclass): 0x0300 VGA-compatible, 0x0302 3D controller (datacenter
 # GPUs without display). The GPU's HDMI audio function (0x0403) is not a GPU.
 GPU_CLASSES = ("0x0300", "0x0302")
+# NVSwitch chips (the fabric of HGX boards) show up as NVIDIA functions of class 0x0680,
+# "other bridge device".
+NVSWITCH_CLASS = "0x0680"
 
 DEVICE_ID_BLOCKS = (
     (0x1E00, 0x1E7F, "turing", "tu102"),

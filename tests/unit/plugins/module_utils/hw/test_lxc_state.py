@@ -60,6 +60,22 @@ def test_payload_processes_and_init(tmp_path):
     assert lxc_state.init_pid({}) is None
 
 
+def test_payloads_of_every_container_in_one_pass(tmp_path):
+    write_tree(tmp_path, host_tree())
+    proc, cg = str(tmp_path / "proc"), str(tmp_path / "cg")
+    found = lxc_state.payloads(proc)
+    # the same members payload_processes finds for each name, the nested 101 counted as 102's
+    assert found == {"101": {501: 500, 502: 501}, "1010": {600: 1}, "102": {700: 1, 701: 700},
+                     "web": {801: 800}}
+    for name in found:
+        assert found[name] == lxc_state.payload_processes(name, proc)
+    assert lxc_state.payloads(str(tmp_path / "no-proc")) == {}
+    # container_state given them reads nothing more, and answers as without them
+    for name in ("101", "web", "103"):
+        assert (lxc_state.container_state(name, proc, cg, known_payloads=found)
+                == lxc_state.container_state(name, proc, cg))
+
+
 def test_state_running_from_proc(tmp_path):
     write_tree(tmp_path, host_tree())
     state = lxc_state.container_state("101", str(tmp_path / "proc"), str(tmp_path / "cg"))
@@ -82,7 +98,7 @@ def test_state_running_from_cgroup_dirs(tmp_path):
     assert lxc_state.container_state("idle", proc, cg)["running"] is False  # empty cgroup left behind
 
 
-class FakeTools(object):
+class FakeTools:
     def __init__(self, have, output, rc=0):
         self.have = have
         self.output = output

@@ -1,10 +1,12 @@
-"""The NVML link probe over a fake libnvidia-ml: which link a pair uses, and NVML's absence."""
+"""NVML over a fake libnvidia-ml: which link a pair uses, NVML's absence, and the queries of the
+node facts (hw/gpu_facts) with their errors."""
 
 import ctypes
 
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import nvml as nvml_mod
+from ansible_collections.gpufleet.tuning.tests.unit import nvml_fake
 
 A, B = "0000:1b:00.0", "0000:43:00.0"
 
@@ -131,3 +133,177 @@ def test_handles_are_passed_as_c_strings(monkeypatch):
     nvml = loaded(monkeypatch, lib)
     handle = nvml.handle(A)
     assert isinstance(handle, ctypes.c_void_p) and handle.value == 1
+
+
+# ------------------------------------------------------------- the queries of the node facts
+
+
+def fake_nvml(monkeypatch, gpus=(A, B), **kw):
+    lib = nvml_fake.FakeNvmlLib([g if isinstance(g, nvml_fake.Gpu) else nvml_fake.Gpu(g) for g in gpus], **kw)
+    return nvml_fake.loaded(monkeypatch, nvml_mod, lib), lib
+
+
+def test_struct_layouts_match_nvml_h():
+    """nvmlPciInfo_t: char[16], five unsigned int, char[32]; nvmlBAR1Memory_t: three u64."""
+    assert ctypes.sizeof(nvml_mod.PciInfo) == 16 + 5 * 4 + 32
+    assert nvml_mod.PciInfo.busId.offset == 36 and nvml_mod.PciInfo.domain.offset == 16
+    assert ctypes.sizeof(nvml_mod.Bar1Memory) == 24
+
+
+def test_device_queries(monkeypatch):
+    gpu = nvml_fake.Gpu(A, name="NVIDIA H100 80GB HBM3", persistence=0, ecc=(1, 0), clocks=0x5,
+                        power=(650000, 700000, 200000, 700000), temperature=41, bar1=128 * 1048576)
+    nvml, _lib = fake_nvml(monkeypatch, gpus=(gpu,))
+    dev = nvml.device(A)
+    assert nvml.name(dev) == "NVIDIA H100 80GB HBM3"
+    assert (nvml.persistence_mode(dev), nvml.ecc_mode(dev)) == (False, (True, False))
+    assert nvml.ecc_errors(dev, nvml_mod.NVML_MEMORY_ERROR_TYPE_CORRECTED) == {"volatile": 2, "aggregate": 7}
+    assert nvml.clock_event_reasons(dev) == (0x5, "nvmlDeviceGetCurrentClocksEventReasons")
+    assert (nvml.enforced_power_limit_mw(dev), nvml.power_default_limit_mw(dev),
+            nvml.power_limit_constraints_mw(dev)) == (650000, 700000, (200000, 700000))
+    assert (nvml.temperature_c(dev), nvml.bar1_total_bytes(dev)) == (41, 128 * 1048576)
+    assert nvml.remapped_rows(dev) == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+    assert (nvml.driver_version(), nvml.cuda_driver_version()) == ("580.159.04", "13.0")
+
+
+@pytest.mark.parametrize("raw, text", [(13000, "13.0"), (12040, "12.4"), (11080, "11.8")])
+def test_cuda_driver_version(monkeypatch, raw, text):
+    nvml, _lib = fake_nvml(monkeypatch, cuda=raw)
+    assert nvml.cuda_driver_version() == text
+
+
+def test_errors_name_the_function_the_text_and_the_constant(monkeypatch):
+    nvml, lib = fake_nvml(monkeypatch, codes={"nvmlDeviceGetEccMode": 3})
+    dev = nvml.device(A)
+    with pytest.raises(nvml_mod.NvmlError) as exc:
+        nvml.ecc_mode(dev)
+    assert str(exc.value) == "nvmlDeviceGetEccMode: Not Supported (NVML_ERROR_NOT_SUPPORTED)"
+    assert (exc.value.function, exc.value.code) == ("nvmlDeviceGetEccMode", 3)
+    # without nvmlErrorString: the constant's name alone; an unlisted code by number
+    lib.missing.add("nvmlErrorString")
+    assert nvml.error_text(3) == "NVML_ERROR_NOT_SUPPORTED" and nvml.error_text(77) == "NVML error 77"
+
+
+def test_a_function_missing_from_an_older_library(monkeypatch):
+    nvml, _lib = fake_nvml(monkeypatch, missing={"nvmlDeviceGetCurrentClocksEventReasons",
+                                                 "nvmlDeviceGetRemappedRows"})
+    dev = nvml.device(A)
+    assert nvml.clock_event_reasons(dev) == (0x1, "nvmlDeviceGetCurrentClocksThrottleReasons")
+    with pytest.raises(nvml_mod.NvmlError, match="nvmlDeviceGetRemappedRows: not in this libnvidia-ml") as exc:
+        nvml.remapped_rows(dev)
+    assert exc.value.code == nvml_mod.NVML_ERROR_FUNCTION_NOT_FOUND
+
+
+def test_queries_without_nvml_say_why(monkeypatch):
+    def missing(name):
+        raise OSError("%s: cannot open shared object file: No such file or directory" % name)
+
+    monkeypatch.setattr(nvml_mod.ctypes, "CDLL", missing)
+    nvml = nvml_mod.Nvml()
+    with pytest.raises(nvml_mod.NvmlError) as exc:
+        nvml.device(A)
+    assert exc.value.code is None and str(exc.value).startswith("NVML unavailable: libnvidia-ml.so.1")
+    nvml_ok, _lib = fake_nvml(monkeypatch)
+    nvml_ok.shutdown()
+    with pytest.raises(nvml_mod.NvmlError, match="NVML was shut down"):
+        nvml_ok.driver_version()
+
+
+def test_device_is_found_by_bus_id_and_checked(monkeypatch):
+    nvml, lib = fake_nvml(monkeypatch)
+    assert nvml.device(B).value == 2
+    with pytest.raises(nvml_mod.NvmlError, match="Not Found .NVML_ERROR_NOT_FOUND."):
+        nvml.device("0000:99:00.0")
+    # a handle whose PCI info names another GPU is not that GPU
+    lib.gpus[1].bdf = "0000:44:00.0"
+    lib.nvmlDeviceGetHandleByPciBusId_v2 = lambda bus, out: (setattr(out._obj, "value", 2), 0)[1]
+    with pytest.raises(nvml_mod.NvmlError, match="the handle for 0000:43:00.0 reports bus id 00000000:44:00.0"):
+        nvml.device(B)
+    lib.gpus[1].bdf = "0000:zz:00.0"   # nonsense from the library: an NVML error, never a crash
+    lib.nvmlDeviceGetPciInfo_v3 = lambda handle, out: (setattr(out._obj, "busId", b"garbage"), 0)[1]
+    with pytest.raises(nvml_mod.NvmlError, match="nvmlDeviceGetPciInfo_v3: answers device 'garbage' is not a PCI"):
+        nvml.device(B)
+
+
+def test_bus_ids_as_sysfs_names_them():
+    info = nvml_mod.PciInfo()
+    info.busId = b"00000000:1B:00.0"
+    assert nvml_mod.bus_id(info) == "0000:1b:00.0"
+    info = nvml_mod.PciInfo()
+    info.busIdLegacy = b"0000:C1:00.0"
+    assert nvml_mod.bus_id(info) == "0000:c1:00.0"
+
+
+def test_nvlinks(monkeypatch):
+    links_a, links_b = nvml_fake.nvlinked(A, B, 18)
+    links_a[5] = (False, B)
+    nvml, lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, links=links_a), nvml_fake.Gpu(B)))
+    found = nvml.nvlinks(nvml.device(A))
+    assert [link["link"] for link in found] == list(range(18))   # links 18-35: INVALID_ARGUMENT, left out
+    assert found[5] == {"link": 5, "active": False, "remote_type": None, "remote_bdf": None}
+    assert set((link["remote_type"], link["remote_bdf"]) for link in found if link["active"]) == {("gpu", B)}
+    assert lib.calls.count("nvmlDeviceGetNvLinkState") == nvml_mod.NVML_NVLINK_MAX_LINKS
+    assert nvml.nvlinks(nvml.device(B)) == []   # NOT_SUPPORTED on every link: no NVLink
+    # the remote end alone failing is that link's answer; the state failing is the whole list's
+    lib.codes["nvmlDeviceGetNvLinkRemotePciInfo_v2"] = 999
+    remote = nvml.nvlinks(nvml.device(A))[0]["remote_bdf"]
+    assert isinstance(remote, nvml_mod.NvmlError) and "NVML_ERROR_UNKNOWN" in str(remote)
+    lib.codes["nvmlDeviceGetNvLinkState"] = 15
+    with pytest.raises(nvml_mod.NvmlError, match="GPU is lost"):
+        nvml.nvlinks(nvml.device(A))
+
+
+def test_nvswitch_links_as_the_h200_vms_answer(monkeypatch):
+    """Every far end a switch, whose PCI address NVML gives as FFFFFFFF:FF:FF.0 (not in the VM)."""
+    nvml, lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, links=nvml_fake.switched(18)),))
+    found = nvml.nvlinks(nvml.device(A))
+    assert len(found) == 18 and set(link["remote_type"] for link in found) == {"switch"}
+    far = found[0]["remote_bdf"]
+    assert isinstance(far, nvml_mod.NvmlError) and str(far).startswith(
+        "nvmlDeviceGetNvLinkRemotePciInfo_v2: answers FFFFFFFF:FF:FF.0: no PCI address for the far end")
+    # an older library without nvmlDeviceGetNvLinkRemoteDeviceType: the type alone is unknown
+    lib.missing.add("nvmlDeviceGetNvLinkRemoteDeviceType")
+    kind = nvml.nvlinks(nvml.device(A))[0]["remote_type"]
+    assert isinstance(kind, nvml_mod.NvmlError) and kind.code == nvml_mod.NVML_ERROR_FUNCTION_NOT_FOUND
+
+
+def test_retired_pages_count_query(monkeypatch):
+    nvml, lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, retired=(4, 0)),))
+    # a count of 0 asked with pageCount 0 is success; 4 pages answer INSUFFICIENT_SIZE with the count
+    assert nvml.retired_pages(nvml.device(A)) == {"multiple_single_bit_ecc": 4, "double_bit_ecc": 0}
+    lib.codes["nvmlDeviceGetRetiredPages_v2"] = 3
+    with pytest.raises(nvml_mod.NvmlError, match="NOT_SUPPORTED"):
+        nvml.retired_pages(nvml.device(A))
+
+
+@pytest.mark.parametrize("status, name", [
+    (0, "ok"), (1, "chipset_not_supported"), (2, "gpu_not_supported"), (3, "ioh_topology_not_supported"),
+    (4, "disabled_by_regkey"), (5, "not_supported"), (6, "unknown"), (9, "status_9"),
+])
+def test_p2p_status_names(monkeypatch, status, name):
+    nvml, _lib = fake_nvml(monkeypatch, p2p={(A, B, nvml_mod.NVML_P2P_CAPS_INDEX_READ): status})
+    assert nvml.p2p_status(nvml.device(A), nvml.device(B), nvml_mod.NVML_P2P_CAPS_INDEX_READ) == name
+
+
+@pytest.mark.parametrize("level, name", [(0, "internal"), (10, "single"), (20, "multiple"), (30, "hostbridge"),
+                                         (40, "node"), (50, "system"), (60, "level_60")])
+def test_common_ancestor_names(monkeypatch, level, name):
+    nvml, _lib = fake_nvml(monkeypatch, topology=level)
+    assert nvml.common_ancestor(nvml.device(A), nvml.device(B)) == name
+
+
+def test_clock_event_names():
+    assert nvml_mod.clock_event_names(0) == []
+    assert nvml_mod.clock_event_names(0x1 | 0x8 | 0x100) == ["gpu_idle", "hw_slowdown", "display_clock_setting"]
+    assert nvml_mod.clock_event_names(0x200 | 0x4) == ["sw_power_cap", "bit_9"]
+
+
+def test_a_ctypes_failure_is_an_nvml_error(monkeypatch):
+    nvml, lib = fake_nvml(monkeypatch)
+
+    def bad(*args):
+        raise ctypes.ArgumentError("argument 2: wrong type")
+
+    lib.nvmlSystemGetDriverVersion = bad
+    with pytest.raises(nvml_mod.NvmlError, match="nvmlSystemGetDriverVersion: the call failed in ctypes"):
+        nvml.driver_version()
