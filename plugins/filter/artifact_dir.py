@@ -170,6 +170,6 @@ def artifact_dir(name, root=None, files=None):
     return host_path(name, root, files or [])
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"artifact_dir": artifact_dir}

@@ -118,6 +118,6 @@ def change_summary(results, check_mode=False):
     return lines
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"change_summary": change_summary}

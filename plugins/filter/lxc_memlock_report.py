@@ -146,6 +146,6 @@ def lxc_memlock_report(discovery, memlock=None, restart_ok=False, check_mode=Fal
     return lines
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"lxc_memlock_report": lxc_memlock_report}

@@ -149,6 +149,6 @@ def lxc_memlock_targets(discovery, inventory=None, explicit=None):
     return targets
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"lxc_memlock_targets": lxc_memlock_targets}

@@ -140,6 +140,6 @@ def p2p_compare(previous, current, max_regression_pct=None):
     return {"previous_time": previous.get("time"), "lines": lines, "regressions": regressions}
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"p2p_compare": p2p_compare}

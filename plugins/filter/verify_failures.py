@@ -139,6 +139,6 @@ def verify_failures(data):
     return failures
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"verify_failures": verify_failures}

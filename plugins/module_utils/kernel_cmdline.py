@@ -302,7 +302,7 @@ def esp_uuids(paths):
     return [line.strip() for line in text.splitlines() if _ESP_UUID_RE.search(line)]
 
 
-class Boot(object):
+class Boot:
     """What was decided: ``bootloader`` (grub, systemd-boot or None), why, and the facts."""
 
     def __init__(self, bootloader, reason, pbt_managed, boot_mode, secure_boot, skip_msg=None):
@@ -516,7 +516,7 @@ def _check_encodable(files):
                                 % (path, exc.start))
 
 
-class _Grub(object):
+class _Grub:
     """GRUB: bases of GRUB_CMDLINE_LINUX and _DEFAULT edited, later layers read."""
 
     grub = True
@@ -627,7 +627,7 @@ class _Grub(object):
         return files, after_line
 
 
-class _SystemdBoot(object):
+class _SystemdBoot:
     """Proxmox systemd-boot: the first line of /etc/kernel/cmdline is the command line."""
 
     grub = False
@@ -883,7 +883,7 @@ def _apply(files, command, tools, editor, present, absent, result):
         raise ModuleFailure(message, result)
 
 
-class _NotRun(object):
+class _NotRun:
     """A command that could not even be started (an OSError from exec), as a failed result."""
 
     ok = False

@@ -111,7 +111,7 @@ class Paths:
 # Selector terms
 
 
-class Term(object):
+class Term:
     """One selector term: ``kind`` is gpu, all, none, tag, id or name."""
 
     __slots__ = ("kind", "value", "text")

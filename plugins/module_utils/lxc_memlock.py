@@ -111,7 +111,7 @@ class Paths:
         return os.path.join(self.root, path.lstrip("/"))
 
 
-class Target(object):
+class Target:
     """The config file to edit and the container it belongs to."""
 
     def __init__(self, path, name, proxmox, vmid=None, lxcpath=None):
@@ -197,7 +197,7 @@ def validate(params, paths):
     return target, wanted
 
 
-class _ConfigLock(object):
+class _ConfigLock:
     """Proxmox's own per-container lock (pct set takes it): flock on pve-config-<vmid>.lock.
 
     Taken only on a Proxmox host (the lock directory exists) and only around a write, so a

@@ -177,7 +177,7 @@ def with_defaults(params):
     return argspec.with_defaults(ARGUMENT_SPEC, params)
 
 
-class Paths(object):
+class Paths:
     """Where the module looks; everything hangs off ``root`` so tests use a temp tree."""
 
     def __init__(self, root="/"):

@@ -226,7 +226,7 @@ class _State:
 
 # --- this profile's files in sysctl.d ------------------------------------------------------
 
-class _Entry(object):
+class _Entry:
     """One file of this profile in sysctl.d as found: its text (through a symlink), or why
     its text could not be read (a dangling link, a link to /dev/null that masks it)."""
 
@@ -322,7 +322,7 @@ def _check_ownership(plan, adopt, container):
 
 # --- apply and roll back ---------------------------------------------------------------------
 
-class _Steps(object):
+class _Steps:
     """A Transaction whose undos say what they put back, for a message that names exactly
     what was restored and what was not. fileops.replace records into it like a Transaction."""
 

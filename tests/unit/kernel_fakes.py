@@ -205,7 +205,7 @@ def fail_var(name):
     return "FAKE_%s_FAIL" % name.upper().replace("-", "_")
 
 
-class FakeBin(object):
+class FakeBin:
     """A directory of fake executables first on PATH, and the log they append to."""
 
     def __init__(self, tmp_path, monkeypatch, root, names=("modprobe",)):
@@ -254,7 +254,7 @@ def confine_bin_lookup(monkeypatch):
     monkeypatch.setattr(basic, "get_bin_path", path_only_get_bin_path)
 
 
-class PathCommands(object):
+class PathCommands:
     """The Commands interface for engine tests: $PATH lookup and subprocess, no AnsibleModule."""
 
     def which(self, name):

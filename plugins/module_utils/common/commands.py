@@ -29,7 +29,7 @@ def tail(text, lines=6):
     return " | ".join(kept[-lines:])
 
 
-class CommandResult(object):
+class CommandResult:
     """What one run returned: ``argv``, ``rc``, ``stdout``, ``stderr``."""
 
     def __init__(self, argv, rc, stdout, stderr):
@@ -56,7 +56,7 @@ class CommandResult(object):
         return "%s failed (exit status %s)%s" % (self.command, self.rc, (": " + said) if said else "")
 
 
-class Commands(object):
+class Commands:
     """Find and run binaries with an AnsibleModule's get_bin_path and run_command."""
 
     def __init__(self, module):

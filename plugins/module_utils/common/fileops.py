@@ -331,7 +331,7 @@ def remove_file(path):
     return True
 
 
-class Captured(object):
+class Captured:
     """A file as it was before a module touched it: bytes (None: absent), mode and owner.
 
     ``path`` is the real file (symlinks followed), so restoring puts the bytes back where they

@@ -59,7 +59,7 @@ def is_owned(text):
     return False
 
 
-class Wanted(object):
+class Wanted:
     """One path as the module wants it: a file with ``content``, a ``symlink`` target, or absent.
 
     ``adopt``: take over (overwrite or remove) a file found there without this collection's
@@ -87,7 +87,7 @@ class Wanted(object):
         return self.content is None and self.symlink is None
 
 
-class Change(object):
+class Change:
     """A path whose current state differs from the wanted one.
 
     ``before_owner`` and ``before_mode``: the existing file's (or symlink's) ``(uid, gid)`` and

@@ -28,7 +28,7 @@ class ModuleFailure(Exception):
     """Failure with whatever was learnt so far, for fail_json(msg=..., **partial)."""
 
     def __init__(self, message, partial=None):
-        super(ModuleFailure, self).__init__(message)
+        super().__init__(message)
         self.message = message
         self.partial = partial or {}
 

@@ -15,7 +15,7 @@ class ApplyError(Exception):
     """A step failed; ``rollback_errors`` lists undo actions that failed in turn."""
 
     def __init__(self, message, rollback_errors=None):
-        super(ApplyError, self).__init__(message)
+        super().__init__(message)
         self.message = message
         self.rollback_errors = list(rollback_errors or [])
 
@@ -25,7 +25,7 @@ class ApplyError(Exception):
         return "%s; restoring earlier steps ALSO failed: %s" % (self.message, "; ".join(self.rollback_errors))
 
 
-class Transaction(object):
+class Transaction:
     """Run steps; on the first failure undo the completed ones, newest first.
 
     Usage::

@@ -49,7 +49,7 @@ class GrubError(Exception):
     """A GRUB configuration this module cannot read or edit safely."""
 
 
-class Assignment(object):
+class Assignment:
     """``NAME=value`` in one file: where the value text is, and what it is made of.
 
     ``parts`` is a list of ("lit", text) and ("var", name); ``complex`` is True when the value
@@ -201,7 +201,7 @@ _SOURCE = (".", "source", "eval")
 _EARLY_END = ("return", "exit")
 
 
-class _Word(object):
+class _Word:
     __slots__ = ("text", "start", "end", "line")
 
     def __init__(self, text, start, end, line):
@@ -404,7 +404,7 @@ def quote(value, style):
     return '"%s"' % escaped
 
 
-class GrubConfig(object):
+class GrubConfig:
     """/etc/default/grub plus its grub.d overrides, read and evaluated."""
 
     def __init__(self, etc_root="/etc"):

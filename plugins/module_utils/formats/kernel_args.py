@@ -119,7 +119,7 @@ def normalize_key(key):
     return key.replace("-", "_")
 
 
-class Arg(object):
+class Arg:
     """One argument: ``raw`` as written, ``key`` (normalized) and ``value`` (None for a flag)."""
 
     __slots__ = ("raw", "name", "key", "value")

@@ -183,7 +183,7 @@ def split_tags(value):
 # Config files
 
 
-class Line(object):
+class Line:
     """One line: its bytes without the end of line, and the end of line itself."""
 
     __slots__ = ("body", "eol")
@@ -228,7 +228,7 @@ def _key_regex(key):
     return re.compile(rb"^([ \t]*" + re.escape(key.encode("ascii")) + rb"[ \t]*[:=][ \t]*)(.*?)([ \t]*)\Z")
 
 
-class ContainerConfig(object):
+class ContainerConfig:
     """A container config file held as Lines; only the live section is ever edited."""
 
     def __init__(self, data, path=None):

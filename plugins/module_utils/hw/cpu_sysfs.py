@@ -60,7 +60,7 @@ class CpuSysfsError(Exception):
     """
 
     def __init__(self, message, errno_=None, path=None):
-        super(CpuSysfsError, self).__init__(message)
+        super().__init__(message)
         self.errno = errno_
         self.path = path
 
@@ -170,7 +170,7 @@ def idle_governor(root=CPU_ROOT):
     return None
 
 
-class IdleState(object):
+class IdleState:
     """One idle state of one CPU, as sysfs shows it."""
 
     def __init__(self, cpu, index, path, name, desc, latency, residency, disable):
@@ -238,7 +238,7 @@ def idle_states(cpu, root=CPU_ROOT):
     return sorted(states, key=lambda s: s.index)
 
 
-class Policy(object):
+class Policy:
     """One cpufreq policy: the CPUs it drives and its governor and EPP settings."""
 
     def __init__(self, name, path, cpus, related, driver, governor, available_governors, epp, available_epp,

@@ -49,7 +49,7 @@ class CudaError(Exception):
         self.code = code
         self.name = name
         self.text = text
-        super(CudaError, self).__init__("%s failed: %s (%d): %s" % (call, name, code, text))
+        super().__init__("%s failed: %s (%d): %s" % (call, name, code, text))
 
 
 class DriverMissing(Exception):
@@ -131,7 +131,7 @@ class CopyTimeout(Exception):
     """A copy did not finish in time: usually a P2P path that hangs (IOMMU, ACS)."""
 
 
-class Driver(object):
+class Driver:
     """A loaded libcuda. Methods mirror the driver calls they wrap, minus the cu prefix."""
 
     def __init__(self, library=DEFAULT_LIBRARY):

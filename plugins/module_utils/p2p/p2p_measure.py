@@ -38,7 +38,7 @@ SAMPLE_BYTES = 4096
 STAGED_MAX_BYTES = 64 << 20  # staged copies run at tens of GB/s: keep them short
 
 
-class Gpu(object):
+class Gpu:
     """Per-GPU resources of one measurement run."""
 
     def __init__(self, driver, index, streams):
@@ -98,7 +98,7 @@ def discover(driver):
     return devices
 
 
-class Runner(object):
+class Runner:
     """Runs the measurements of one selection of GPUs with one set of options."""
 
     def __init__(self, driver, options):

@@ -66,7 +66,7 @@ def load(path):
         return yaml.safe_load(handle)
 
 
-class Task(object):
+class Task:
     """A task as the play runs it: its file, its own data, and what it inherits from the
     imports and blocks around it (tags and when)."""
 

@@ -314,7 +314,7 @@ def test_driver_without_epp_reports_it(tmp_path):
     assert result["epp_before"] == {} and result["epp_after"] == {}
 
 
-class KernelStub(object):
+class KernelStub:
     """Stands in for sysfs attributes that do not behave like plain files."""
 
     def __init__(self, monkeypatch, ignore=(), fail=(), pin_epp=False):
@@ -781,7 +781,7 @@ def test_container_with_a_foreign_unit_reports_it_instead_of_failing(tmp_path):
 
 # --- offline CPUs and inactive cpufreq policies ------------------------------------------------
 
-class BusyPolicies(object):
+class BusyPolicies:
     """Linux 5.19+: every attribute of a policy whose CPUs are all offline answers EBUSY
     (drivers/cpufreq/cpufreq.c show(): ``if (likely(!policy_is_inactive(policy)))``, else
     -EBUSY), affected_cpus and related_cpus included. Patches the one reader cpu_sysfs uses."""

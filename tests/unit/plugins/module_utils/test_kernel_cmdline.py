@@ -40,7 +40,7 @@ HOPPER = gpu("0000:00:05.0", "0x2335")
 BLACKWELL = gpu("0000:41:00.0", "0x2bb5")
 
 
-class Fake(object):
+class Fake:
     """A fake machine: the tree, its Paths, a bin dir of recording tools, and Tools over it."""
 
     def __init__(self, tmp_path):
@@ -84,7 +84,7 @@ class Fake(object):
         return read(self.root / rel)
 
 
-class AlwaysFound(object):
+class AlwaysFound:
     """Every tool is "installed" (at /bin/true); runs go to the fake's recorder."""
 
     def __init__(self, fake):

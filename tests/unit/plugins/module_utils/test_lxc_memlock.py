@@ -326,7 +326,7 @@ def test_file_changed_between_read_and_lock(host, monkeypatch):
     root, paths = host
     conf = root / "etc/pve/lxc/101.conf"
 
-    class Racing(object):
+    class Racing:
         def __init__(self, *_a, **_k):
             pass
 

@@ -11,7 +11,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import cuda_dr
 from ansible_collections.gpufleet.tuning.plugins.module_utils import p2p_bandwidth
 
 
-class FakeDriver(object):
+class FakeDriver:
     """Implements the Driver methods p2p_measure uses. Contexts are ints (device index)."""
 
     def __init__(self, n=2, rates=None, staged_rate=38.0, no_peer=(), corrupt=(), fail=None, init_error=None):
@@ -141,7 +141,7 @@ class FakeDriver(object):
         self.mem[base][2] = value
 
 
-class FakeNvml(object):
+class FakeNvml:
     def __init__(self, link="nvlink"):
         self.value = link
         self.closed = False

@@ -164,7 +164,7 @@ def test_bad_parameters(fake, kw, fragment):
     assert fragment in exc.value.message
 
 
-class FailingKernel(object):
+class FailingKernel:
     """Stands in for the kernel refusing one key: sysctl.write_value raises for it."""
 
     def __init__(self, monkeypatch, key, err, clamp=None):
@@ -375,7 +375,7 @@ def test_file_write_failure_restores_runtime(fake, monkeypatch):
 INT_MAX = 2147483647
 
 
-class IntVectorKernel(object):
+class IntVectorKernel:
     """sysctl.write_value for the fake tree, doing what __do_proc_dointvec_minmax does: the
     fields are parsed one by one (base 0: a leading 0 is octal, 0x hex) and each is stored into
     the live value before the next is parsed; a field out of [min, max] ends the write with
@@ -420,7 +420,7 @@ class IntVectorKernel(object):
             self.real(key, "\t".join(live) + "\n", root)
 
 
-class FileFault(object):
+class FileFault:
     """Make file reads (fileops.read_bytes) or writes (fileops.write_atomic) under ``prefix``
     fail with ``err`` once the kernel has taken a first write in this run."""
 

@@ -10,7 +10,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peer
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
 
 
-class FakeModule(object):
+class FakeModule:
     def __init__(self):
         self.calls = []
 

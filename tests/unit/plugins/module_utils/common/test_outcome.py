@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
-class FakeModule(object):
+class FakeModule:
     def __init__(self):
         self.warnings = []
         self.exit = None

@@ -59,7 +59,7 @@ def test_read_only_proc_sys_is_evidence(tmp_path, monkeypatch):
     proc, root = _tree(tmp_path, {"proc/self/uid_map": IDENTITY, "proc/sys": None, "root/.dockerenv": ""})
     real = os.statvfs
 
-    class RO(object):
+    class RO:
         f_flag = os.ST_RDONLY
 
     monkeypatch.setattr(os, "statvfs", lambda p: RO() if p.endswith("/proc/sys") else real(p))
@@ -139,7 +139,7 @@ def test_unprivileged_docker(tmp_path, monkeypatch):
                                   "proc/1/cgroup": "0::/docker/%s\n" % ("ab12" * 16), "root/.dockerenv": ""})
     real = os.statvfs
 
-    class RO(object):
+    class RO:
         f_flag = os.ST_RDONLY
 
     monkeypatch.setattr(os, "statvfs", lambda p: RO() if p.endswith("/proc/sys") else real(p))

@@ -13,7 +13,7 @@ NAMES = {1: (b"CUDA_ERROR_INVALID_VALUE", b"invalid argument"),
          719: (b"CUDA_ERROR_LAUNCH_FAILED", b"unspecified launch failure")}
 
 
-class FakeLib(object):
+class FakeLib:
     """Answers like libcuda: CUresult codes, strings through char** out-parameters."""
 
     def __init__(self, codes):
@@ -93,7 +93,7 @@ def test_driver_version_decoding():
 
 
 # --- which library may be loaded (the module runs as root) ------------------------------------
-class St(object):
+class St:
     def __init__(self, mode, uid=0):
         self.st_mode = mode
         self.st_uid = uid
