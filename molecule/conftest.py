@@ -111,3 +111,16 @@ def sysctl_system_reload(host, read_sysctl):
         return {"nudged": nudged, "output": run.stdout + run.stderr,
                 "after": dict((key, read_sysctl(key)) for key in wanted)}
     return reload
+
+
+@pytest.fixture(scope="module")
+def process_memlock(host):
+    """The memlock limit of process PID as (soft, hard), as /proc/PID/limits spells them
+    ("unlimited" or bytes)."""
+    def read(pid):
+        for line in host.file("/proc/%s/limits" % pid).content_string.splitlines():
+            if line.startswith("Max locked memory"):
+                soft, hard = line[len("Max locked memory"):].split()[:2]
+                return soft, hard
+        raise AssertionError("no 'Max locked memory' row in /proc/%s/limits" % pid)
+    return read

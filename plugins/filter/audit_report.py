@@ -23,7 +23,8 @@ description:
   - With O(kind=host), renders a host's audit (what the audit role writes to audit.json) as
     the Markdown an expert writes by hand - a header (host, time, GPUs, driver, kernel, CPU),
     the findings by priority with the measured values, the fix (the tag and module, or manual)
-    and why; the changes C(--tags runtime) and C(--tags reboot_required) would make, from the
+    and why; what moved since the previous audit (when the audit carries C(since), from
+    gpufleet.tuning.audit_since); the changes C(--tags runtime) and C(--tags reboot_required) would make, from the
     modules' change records; the manual steps; what is already optimal; what could not be
     told and why; what does not apply.
   - With O(kind=fleet), renders the summary from gpufleet.tuning.audit_fleet - the hosts
@@ -214,6 +215,32 @@ def _summary(audit, lines):
     lines.append("")
 
 
+NOW = {"optimal": "now optimal", "not_applicable": "no longer applies", "unknown": "now unknown",
+       "gone": "rule no longer evaluated"}
+
+
+def _since(audit, lines):
+    """What moved since the previous audit (only when the role compared, key since)."""
+    since = audit.get("since")
+    if not isinstance(since, dict):
+        return
+    lines += ["## Since the previous audit", ""]
+    if since.get("none"):
+        lines += ["No comparison: %s." % str(since.get("reason") or "no previous audit").rstrip("."), ""]
+        return
+    fixed, new, still = since.get("fixed") or [], since.get("new") or [], since.get("still") or []
+    lines += ["Previous audit %s: %d fixed, %d new, %d still open." % (
+        _text(since.get("previous_time")), len(fixed), len(new), len(still)), ""]
+    for word, entries in (("Fixed", fixed), ("New", new)):
+        for entry in entries:
+            lines.append("- %s %s: %s (`%s`)%s%s" % (
+                word, entry.get("severity"), entry.get("title"), entry.get("rule"),
+                ", %s" % entry["item"] if entry.get("item") else "",
+                ", %s" % NOW.get(entry.get("now"), entry.get("now")) if word == "Fixed" else ""))
+    if fixed or new:
+        lines.append("")
+
+
 def _findings(audit, lines):
     findings = audit.get("findings") or []
     lines += ["## Findings", ""]
@@ -336,6 +363,7 @@ def host_report(audit):
     lines = []
     _header(audit, lines)
     _summary(audit, lines)
+    _since(audit, lines)
     _findings(audit, lines)
     _planned(audit, lines)
     _manual(audit, lines)

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import rlimit
+
 try:
     import jmespath
     from jmespath import functions as jmespath_functions
@@ -68,7 +70,10 @@ description:
     module name).
   - JMESPath functions added to the standard ones - C(words(s)) splits on whitespace,
     C(lower(s)), C(items(obj)) gives C([key, value]) pairs sorted by key, C(get(obj, key)),
-    C(cpu_count(list)) counts the CPUs of a kernel CPU list (C(0-3,8)) or a list.
+    C(cpu_count(list)) counts the CPUs of a kernel CPU list (C(0-3,8)) or a list,
+    C(limit(s)) spells a resource limit one way (C(infinity) and C(unlimited:unlimited) are
+    C(unlimited); C(SOFT:HARD) only when the halves differ; not a limit - returned as it is),
+    C(limit_hard(s)) is its hard half as a number (unlimited is 2**64-1; not a limit - null).
   - Rules from O(extra) with the C(id) of a shipped rule are merged over it key by key (so
     C({id, severity}) changes only the severity); other ids are added and must be complete.
     O(disabled) ids are left out; an id that names no rule is an error.
@@ -192,7 +197,34 @@ def _functions():
         def _func_cpu_count(self, cpus):
             return cpu_count(cpus)
 
+        @jmespath_functions.signature({"types": ["string", "number", "null"]})
+        def _func_limit(self, text):
+            pair = limit_pair(text)
+            return text if pair is None else rlimit.format_pair(pair)
+
+        @jmespath_functions.signature({"types": ["string", "number", "null"]})
+        def _func_limit_hard(self, text):
+            pair = limit_pair(text)
+            return None if pair is None else pair[1]
+
     return Functions()
+
+
+def limit_pair(text):
+    """A resource limit as (soft, hard) numbers, RLIM_INFINITY for unlimited, whatever its
+    spelling (``unlimited``, ``infinity``, bytes, ``SOFT:HARD``); None when it is not a limit."""
+    if text is None or isinstance(text, bool):
+        return None
+    if isinstance(text, float):
+        if not text.is_integer():
+            return None
+        text = int(text)
+    soft, sep, hard = str(text).partition(":")
+    try:
+        pair = (rlimit.parse_value(soft), rlimit.parse_value(hard if sep else soft))
+    except rlimit.LimitError:
+        return None
+    return pair
 
 
 def cpu_count(cpus):

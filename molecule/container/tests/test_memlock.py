@@ -16,14 +16,6 @@ import pytest
 UNIT = "gpufleet-memlock-probe.service"
 
 
-def _memlock(host, pid):
-    for line in host.file("/proc/%s/limits" % pid).content_string.splitlines():
-        if line.startswith("Max locked memory"):
-            soft, hard = line[len("Max locked memory"):].split()[:2]
-            return soft, hard
-    raise AssertionError("no 'Max locked memory' row in /proc/%s/limits" % pid)
-
-
 def _show(host, prop, unit=None):
     cmd = "systemctl show --property %s --value" % prop + (" %s" % unit if unit else "")
     return host.check_output(cmd).strip()
@@ -51,28 +43,28 @@ def test_serving_unit_configured_infinity(host):
     assert _show(host, "LimitMEMLOCKSoft", UNIT) == "infinity"
 
 
-def test_serving_unit_runs_with_the_containers_ceiling(host):
+def test_serving_unit_runs_with_the_containers_ceiling(host, process_memlock):
     assert host.service(UNIT).is_running
     main_pid = _show(host, "MainPID", UNIT)
     assert main_pid not in ("", "0")
-    _pid1_soft, ceiling = _memlock(host, 1)
+    _pid1_soft, ceiling = process_memlock(1)
     # systemd clamps infinity to what the kernel allows: both halves at the ceiling.
-    assert _memlock(host, main_pid) == (ceiling, ceiling)
+    assert process_memlock(main_pid) == (ceiling, ceiling)
 
 
-def test_serving_unit_unlimited_where_the_host_allows_it(host):
-    _pid1_soft, ceiling = _memlock(host, 1)
+def test_serving_unit_unlimited_where_the_host_allows_it(host, process_memlock):
+    _pid1_soft, ceiling = process_memlock(1)
     if ceiling != "unlimited":
         # Not a skip of the check above: the service still got everything the host allows.
         pytest.skip("the host gives this container a hard memlock limit of %s bytes; unlimited needs the "
                     "host to raise it (lxc.prlimit.memlock / podman --ulimit memlock=-1:-1)" % ceiling)
     main_pid = _show(host, "MainPID", UNIT)
-    assert _memlock(host, main_pid) == ("unlimited", "unlimited")
+    assert process_memlock(main_pid) == ("unlimited", "unlimited")
 
 
-def test_role_told_whose_job_the_ceiling_is(host, results):
+def test_role_told_whose_job_the_ceiling_is(host, results, process_memlock):
     """memlock_info's final read (saved by converge): the host's part judged from PID 1."""
-    _pid1_soft, ceiling = _memlock(host, 1)
+    _pid1_soft, ceiling = process_memlock(1)
     final = results("converge-1")["__container_memlock"]
     assert final["pid1"]["hard"] == ceiling
     assert final["host_limit_ok"] is (ceiling == "unlimited")

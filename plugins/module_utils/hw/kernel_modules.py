@@ -356,24 +356,47 @@ def modinfo(path):
 # --- symbols and RDMA devices ------------------------------------------------------------
 
 
-def kallsyms_lookup(symbol, proc_root="/proc"):
-    """Find ``symbol`` in /proc/kallsyms, streamed line by line (it holds ~100k+ lines).
+def _kallsyms_line(data, needle, wanted):
+    """The fields of the line of ``data`` (whole lines) that names ``wanted``, or None."""
+    start = data.find(needle)
+    while start != -1:
+        begin = data.rfind(b"\n", 0, start) + 1
+        end = data.find(b"\n", start)
+        fields = data[begin:end if end != -1 else len(data)].split()
+        if len(fields) >= 3 and fields[2] == wanted:
+            return fields
+        start = data.find(needle, start + 1)
+    return None
 
-    Returns ``{"readable", "found", "module"}``; ``module`` is the module that provides it
-    (None for the kernel image itself).
+
+def kallsyms_lookup(symbol, proc_root="/proc"):
+    """Find ``symbol`` in /proc/kallsyms.
+
+    The file holds 100k+ lines (5 MB on a distribution kernel): it is read in 1 MiB blocks
+    and searched with bytes.find, a fraction of the time a Python loop over its lines takes
+    (most of what is left is the kernel writing the file). Returns ``{"readable", "found",
+    "module"}``; ``module`` is the module that provides it (None for the kernel image itself).
     """
     path = os.path.join(proc_root, "kallsyms")
     needle = (" " + symbol).encode()
     wanted = symbol.encode()
     try:
         with open(path, "rb") as handle:
-            for line in handle:
-                if needle not in line:
-                    continue
-                fields = line.split()
-                if len(fields) >= 3 and fields[2] == wanted:
+            pending = b""
+            while True:
+                block = handle.read(1 << 20)
+                data = pending + block
+                if not block:
+                    whole, pending = data, b""
+                else:
+                    cut = data.rfind(b"\n") + 1
+                    whole, pending = data[:cut], data[cut:]
+                fields = _kallsyms_line(whole, needle, wanted) if needle in whole else None
+                if fields is not None:
                     module = fields[3].decode().strip("[]") if len(fields) > 3 else None
                     return {"readable": True, "found": True, "module": module}
+                if not block:
+                    break
     except (OSError, IOError):
         return {"readable": False, "found": False, "module": None}
     return {"readable": True, "found": False, "module": None}

@@ -30,7 +30,6 @@ from ansible_collections.gpufleet.tuning.tests.unit.roles.test_host_verify_one_s
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES = os.path.join(REPO, "roles")
-NODE_FACTS = os.path.join(REPO, "plugins", "modules", "node_facts.py")
 AUDIT_VARS = audit_cases.load_yaml(os.path.join(ROLES, "audit", "vars", "main.yml"))
 PLANNED = AUDIT_VARS["__audit_planned_modules"]
 WRITERS = ("ansible.builtin.copy", "ansible.builtin.file", "ansible.builtin.template", "ansible.builtin.lineinfile")
@@ -192,15 +191,20 @@ def node_state():
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
-    if not os.path.exists(NODE_FACTS):
-        pytest.skip("plugins/modules/node_facts.py does not exist yet (written in parallel, docs/facts.md); "
-                    "the rules and reports are tested on fixture fact sets in tests/unit/plugins/filter/")
     tmp = tmp_path_factory.mktemp("audit-role")
+    # A previous audit of node1 with a finding of a rule that no longer exists: this run must
+    # report it fixed ("gone") and everything it finds itself as new.
+    (tmp / "artifacts" / "node1").mkdir(parents=True)
+    (tmp / "artifacts" / "node1" / "audit.json").write_text(json.dumps(
+        {"host": "node1", "time": "2026-01-01T00:00:00Z", "findings": [PREVIOUS_FINDING]}))
     before = node_state()
     inventory = {"all": {"hosts": {"node1": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                                              "audit_artifacts_dir": str(tmp / "artifacts")}}}}
     rc, out = run_playbook(tmp, inventory, PLAYBOOK, ["--tags", "audit"])
     return tmp, rc, out, before, node_state()
+
+
+PREVIOUS_FINDING = {"rule": "retired_rule", "item": None, "severity": "P0", "title": "A rule of an older release"}
 
 
 def test_the_audit_changes_nothing_on_the_node(audited):
@@ -221,6 +225,11 @@ def test_the_audit_writes_its_files_on_the_controller(audited):
     assert sorted(result["planned"]["runtime"]) == sorted(PLANNED["runtime"])  # to_nice_json sorts keys
     report = (folder / "system-improve.md").read_text()
     assert report.startswith("# System improvement report: node1\n")
+    since = result["since"]
+    assert since["previous_time"] == "2026-01-01T00:00:00Z"
+    assert since["fixed"] == [dict(PREVIOUS_FINDING, now="gone")]
+    assert len(since["new"]) == len(result["findings"]) and since["still"] == []
+    assert "- Fixed P0: A rule of an older release (`retired_rule`), rule no longer evaluated\n" in report
     fleet = json.loads((tmp / "artifacts" / "fleet-audit.json").read_text())
     assert [h["host"] for h in fleet["hosts"]] == ["node1"]
     assert (tmp / "artifacts" / "fleet-audit.md").read_text().startswith("# Fleet audit\n")

@@ -60,10 +60,10 @@ SHIPPED = {
     "cpu_deep_idle_states": ("P0", "runtime"),
     "cpu_governor": ("P0", "runtime"),
     "lxc_memlock_capped": ("P0", "runtime"),
-    "nmi_watchdog_on": ("P2", "runtime"),
-    "sched_autogroup_on": ("P2", "runtime"),
-    "swappiness_high": ("P2", "runtime"),
-    "net_buffers_low": ("P2", "runtime"),
+    "nmi_watchdog_on": ("P0", "runtime"),
+    "sched_autogroup_on": ("P0", "runtime"),
+    "swappiness_high": ("P0", "runtime"),
+    "net_buffers_low": ("P0", "runtime"),
     "thp_defrag_always": ("P2", "manual"),
     "pcie_link_width_degraded": ("P1", "manual"),
     "pcie_link_speed_degraded": ("P1", "manual"),
@@ -113,7 +113,19 @@ def test_the_untuned_node():
          ("swappiness_high", None), ("gpu_power_limit_below_max", GPUS[1]), ("tuner_irqbalance_active", None)]
         + [("gpu_mrrs_low", gpu) for gpu in GPUS] + [("iommu_translated", gpu) for gpu in GPUS]
         + [("gpu_persistence_off", gpu) for gpu in GPUS] + [("net_buffers_low", key) for key in BUFFERS])
-    assert result["counts"]["P0"] == 10 and result["worst"] == "P0"
+    assert result["counts"]["P0"] == 17 and result["worst"] == "P0"
+    # The typical untuned state, item by item: P0, with the runtime module that fixes it.
+    fixes = {"peermem_not_loaded": "nvidia_peermem", "gpu_mrrs_low": "pcie_maxreadreq",
+             "numa_balancing_on": "sysctl_profile", "cpu_deep_idle_states": "cpu_power",
+             "lxc_memlock_capped": "lxc_memlock", "nmi_watchdog_on": "sysctl_profile",
+             "sched_autogroup_on": "sysctl_profile", "swappiness_high": "sysctl_profile",
+             "net_buffers_low": "sysctl_profile"}
+    for finding in result["findings"]:
+        if finding["rule"] in fixes:
+            assert finding["severity"] == "P0", finding
+            assert (finding["fix"]["class"], finding["fix"]["module"], finding["fix"]["tag"]) == (
+                "runtime", "gpufleet.tuning." + fixes[finding["rule"]], "runtime"), finding
+    assert set(fixes) <= set(f["rule"] for f in result["findings"])
     # Most severe first, and the measured values in the message.
     assert [f["severity"] for f in result["findings"]] == sorted(f["severity"] for f in result["findings"])
     mrrs = [f for f in result["findings"] if f["rule"] == "gpu_mrrs_low"][0]
@@ -182,7 +194,8 @@ def test_the_measured_h200_node():
     assert cases.found(result) == set([("sched_autogroup_on", None), ("swappiness_high", None)]
                                       + [("net_buffers_low", key) for key in BUFFERS])
     na = set(rule_id for rule_id, item in cases.found(result, "not_applicable"))
-    for rule_id in ("numa_balancing_on", "peermem_not_loaded", "fabric_manager_not_running",
+    assert ("numa_balancing_on", None) in cases.found(result, "optimal")
+    for rule_id in ("peermem_not_loaded", "fabric_manager_not_running",
                     "kernel_cmdline_reboot_pending", "cpu_deep_idle_states", "lxc_memlock_capped"):
         assert rule_id in na, rule_id
     # A VM with no cpufreq and no IOMMU group: the reader says why, and so does the audit.
@@ -415,3 +428,22 @@ def test_the_input_is_left_as_it_was():
     before = copy.deepcopy(facts)
     cases.evaluate(facts)
     assert facts == before
+
+
+@pytest.mark.parametrize("spelling, canonical, hard", [
+    ("unlimited", "unlimited", 2 ** 64 - 1),
+    ("infinity", "unlimited", 2 ** 64 - 1),
+    ("unlimited:unlimited", "unlimited", 2 ** 64 - 1),
+    ("8388608", "8388608", 8388608),
+    ("8388608:8388608", "8388608", 8388608),
+    ("65536:unlimited", "65536:unlimited", 2 ** 64 - 1),
+    ("8388608:65536", "8388608:65536", 65536),
+    ("not a limit", "not a limit", None),
+    ("-1", "-1", None),
+])
+def test_limits_compare_as_limits_not_spellings(spelling, canonical, hard):
+    facts = {"l": env(spelling)}
+    result = run(facts, rule(facts={"l": "l"}, values={"c": "limit(l)", "h": "limit_hard(l)"},
+                             when="`true`", message="{c}|{h}"))
+    values = result["findings"][0]["values"]
+    assert (values["c"], values["h"]) == (canonical, hard)

@@ -409,3 +409,25 @@ def test_cmdline_options_read_like_kmod(tmp_path):
     assert found[2]["arg"] == '"nvidia.NVreg_RegistryDwords=A=1;B 2"'
     assert [f["param"] for f in km.cmdline_options("nvidia_drm", str(tmp_path / "proc"))] == ["modeset"]
     assert km.cmdline_options("nvidia", str(tmp_path / "none")) == []
+
+
+def _filler(count):
+    return "".join("ffffffff%08x t filler_symbol_%06d\n" % (i, i) for i in range(count))
+
+
+@pytest.mark.parametrize("shift", range(0, 90, 7))
+def test_kallsyms_lookup_finds_a_line_split_across_blocks(tmp_path, shift):
+    """/proc/kallsyms is read in 1 MiB blocks: the symbol's line can straddle two of them,
+    a longer symbol it prefixes must not match, and the last line may lack its newline."""
+    head = _filler(20000)
+    head += "ffffffff00000000 t %s\n" % ("p" * ((1 << 20) - len(head) - 120 + shift))
+    line = "ffffffffc0a01230 T %s\t[ib_core]" % kf.PEER_SYMBOL
+    decoy = "ffffffffc0a01200 T %s_v2\t[other]\n" % kf.PEER_SYMBOL
+    assert len(head) < 1 << 20 < len(head + decoy + line)  # the first block ends in these two lines
+    write_tree(tmp_path, {"proc/kallsyms": head + decoy + line + "\n" + _filler(10)})
+    assert km.kallsyms_lookup(kf.PEER_SYMBOL, str(tmp_path / "proc")) == {
+        "readable": True, "found": True, "module": "ib_core"}
+    write_tree(tmp_path, {"proc/kallsyms": head + decoy + line})  # no newline at the end
+    assert km.kallsyms_lookup(kf.PEER_SYMBOL, str(tmp_path / "proc"))["found"] is True
+    write_tree(tmp_path, {"proc/kallsyms": head + decoy})
+    assert km.kallsyms_lookup(kf.PEER_SYMBOL, str(tmp_path / "proc"))["found"] is False
