@@ -59,7 +59,7 @@ def run(hosts, forks, workdir):
                ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal")
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    done = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    done = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -73,7 +73,7 @@ def run(hosts, forks, workdir):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     parser.add_argument("--forks", type=int, default=None, help="parallel hosts (default: the fleet size, at most 16)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per fleet size; the best is kept")
@@ -84,7 +84,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gpufleet-audit-bench-") as workdir:
         for hosts in sorted(set(args.hosts)):
             forks = args.forks or min(hosts, 16)
-            best = min((run(hosts, forks, workdir) for _ in range(args.repeat)), key=lambda r: r[0])
+            best = min((run(hosts, forks, workdir) for _attempt in range(args.repeat)), key=lambda r: r[0])
             rows.append((hosts, forks) + best)
             print("audited %d host(s) in %.1f s" % (hosts, best[0]), file=sys.stderr)
     base = rows[0][2] / rows[0][0]

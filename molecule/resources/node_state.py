@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What an audit must leave as it found it, printed as JSON (molecule's audit playbook runs it

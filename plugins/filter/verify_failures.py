@@ -31,6 +31,10 @@ description:
   - A record whose target the module skipped in this run's apply (its C(skipped_keys), given
     as O(_input.skipped_in_run)) is not drift again; the host role's summary reported it.
   - A read-back that did not run (skipped) is no failure; one that failed is.
+  - A P2P shortfall that the module diagnosed (its C(causes) - a translated IOMMU domain, ACS redirect,
+    a link trained down, GPUs across sockets, no NVLink, the driver's P2P answer) names each
+    cause, the values read and the fix on its line. Pairs passed as staged copies
+    (C(no_peer_access=staged)) are no shortfall and no line.
 options:
   _input:
     description: The P2P result, the read-back results and what the apply skipped.
@@ -64,7 +68,9 @@ _value:
   type: list
   elements: str
   sample:
-    - "p2p 0->1: 120.0 GB/s over nvlink is below the 380.0 GB/s floor"
+    - "p2p 0->1: 120.0 GB/s over nvlink is below the 337.5 GB/s floor (NVLink 4 x 18 links x 25 GB/s x 0.75)"
+    - "p2p 1->3: GPU 1 cannot access GPU 3's memory directly (...) - why: acs_redirect (ACS
+      completion_redirect/request_redirect set on 0000:02:08.0 ...; fix: gpufleet.tuning.pcie_acs: ...)"
     - "drift: sysctl_profile: would set vm.swappiness: 60 -> 10"
     - "drift: lxc_memlock web: would set lxc.prlimit.memlock: 65536 -> unlimited"
 """
@@ -118,6 +124,25 @@ def _known(skipped_in_run, label):
     return set(str(key) for key in found)
 
 
+def _reason(short):
+    """The shortfall's reason without the ``; why: ids`` tail the causes spell out anyway."""
+    reason = str(short.get("reason"))
+    if short.get("causes") and "; why: " in reason:
+        reason = reason.rsplit("; why: ", 1)[0]
+    return reason
+
+
+def _causes(causes):
+    """`` - why: id (summary; fix: ...); ...`` of a diagnosed shortfall, or empty."""
+    if not isinstance(causes, list) or not causes:
+        return ""
+    parts = []
+    for cause in causes:
+        if isinstance(cause, dict):
+            parts.append("%s (%s; fix: %s)" % (cause.get("id"), cause.get("summary"), cause.get("fix")))
+    return " - why: " + "; ".join(parts) if parts else ""
+
+
 def verify_failures(data):
     if not isinstance(data, dict):
         raise AnsibleFilterError("verify_failures expects a dict with p2p and readback, got %s" % type(data).__name__)
@@ -125,7 +150,7 @@ def verify_failures(data):
     p2p = data.get("p2p") or {}
     if isinstance(p2p, dict):
         for short in p2p.get("shortfalls") or []:
-            failures.append("p2p %s: %s" % (short.get("pair"), short.get("reason")))
+            failures.append("p2p %s: %s%s" % (short.get("pair"), _reason(short), _causes(short.get("causes"))))
         if p2p.get("failed") and not p2p.get("shortfalls"):
             failures.append("p2p: %s" % p2p.get("msg", "failed"))
     readback = data.get("readback") or {}

@@ -40,6 +40,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common import mana
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import nvidia_gpus
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_select
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import trust
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
@@ -60,8 +61,6 @@ SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/libexec/platform-python")
 # so the flags are combined.
 HELPER_FLAGS = "-IS"
 
-_VENDOR_RE = re.compile(r"^0x[0-9a-f]{4}\Z")
-_CLASS_RE = re.compile(r"^0x[0-9a-f]{4}(?:[0-9a-f]{2})?\Z")
 
 # The module's argument spec, read by the module, validate() and the tests (one engine
 # contract). The sizes are pci_config's (the MRRS encodings), the default selection
@@ -124,27 +123,6 @@ class Paths:
 
 # ---------------------------------------------------------------------------- validation
 
-def _vendor(value, errors):
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0xFFFF:
-        return "0x%04x" % value
-    if isinstance(value, str) and _VENDOR_RE.match(value.strip().lower()):
-        return value.strip().lower()
-    errors.append("vendor %r is not valid: a PCI vendor ID written 0x and 4 hex digits, e.g. "
-                  "%r for NVIDIA (quote it in YAML)" % (value, nvidia_gpus.NVIDIA_VENDOR))
-    return None
-
-
-def _class(value, errors):
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0xFFFFFF:
-        return "0x%04x" % value if value <= 0xFFFF else "0x%06x" % value
-    if isinstance(value, str) and _CLASS_RE.match(value.strip().lower()):
-        return value.strip().lower()
-    errors.append("class %r is not valid: 0x and 4 hex digits (class and subclass, e.g. '0x0302' "
-                  "for a 3D controller) or 6 (with the programming interface, e.g. '0x030200')"
-                  % (value,))
-    return None
-
-
 def validate(params):
     """Check every option before anything is read or written; return the normalized spec."""
     params = with_defaults(params)
@@ -154,33 +132,7 @@ def validate(params):
         pci_config.encode_size(size)
     except pci_config.PciError as exc:
         errors.append(str(exc))
-    devices = []
-    raw_devices = params.get("devices") or []
-    if not isinstance(raw_devices, list):
-        errors.append("devices must be a list of PCI addresses")
-        raw_devices = []
-    for item in raw_devices:
-        try:
-            bdf = pci_config.parse_bdf(item)
-        except pci_config.PciError as exc:
-            errors.append(str(exc))
-            continue
-        if bdf not in devices:
-            devices.append(bdf)
-    vendor = _vendor(params["vendor"], errors)
-    raw_classes = params.get("classes")
-    if raw_classes is None:
-        raw_classes = list(nvidia_gpus.GPU_CLASSES)
-    if not isinstance(raw_classes, list):
-        raw_classes = [raw_classes]
-    classes = []
-    for item in raw_classes:
-        value = _class(item, errors)
-        if value is not None and value not in classes:
-            classes.append(value)
-    if not devices and not raw_classes:
-        errors.append("classes is empty: name at least one PCI class (the default is %s) or "
-                      "list the devices" % ", ".join(nvidia_gpus.GPU_CLASSES))
+    devices, vendor, classes = pci_select.selection(params, errors)
     if errors:
         raise ModuleFailure("invalid options, nothing was read or changed: " + "; ".join(errors))
     return {
@@ -315,7 +267,7 @@ def render_helper(interpreter):
 
 # What udev would read as something else inside RUN+="...": quotes end the value, blanks split
 # the program from its arguments, $ and % start substitutions.
-_RUN_UNSAFE = re.compile(r'[\s"$%\\]')
+RUN_UNSAFE = re.compile(r'[\s"$%\\]')
 
 
 def render_rule(spec, helper):
@@ -324,7 +276,7 @@ def render_rule(spec, helper):
     The helper is named by absolute path (udev would look a relative one up in its own
     directory) free of characters udev gives a meaning inside RUN+="...".
     """
-    if not os.path.isabs(helper) or _RUN_UNSAFE.search(helper):
+    if not os.path.isabs(helper) or RUN_UNSAFE.search(helper):
         raise ValueError("the helper path %r cannot go into a udev RUN key: it must be absolute, "
                          "without blanks, quotes, backslashes, $ or %%" % helper)
     args = "--size %d%s" % (spec["size"], " --include-bridges" if spec["include_bridges"] else "")

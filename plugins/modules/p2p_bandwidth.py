@@ -24,6 +24,20 @@ description:
     Bandwidth is in GB/s of 10^9 bytes; latency in microseconds.
   - The link of each pair (NVLink or PCIe) is read from NVML (C(libnvidia-ml.so.1), also part of
     the driver) when it is present, so thresholds can differ per link type.
+  - Each pair's bandwidth floor follows from its link unless an absolute floor is set for its
+    link type (O(min_unidirectional_gbps), O(min_bidirectional_gbps)). NVLink as active links
+    between the pair x the per-link rate of the generation (NVLink 1 20 GB/s, NVLink 2 to 4
+    25 GB/s, GA10x bridges 14.06 GB/s, NVLink 5 50 GB/s, one way), PCIe as the negotiated
+    generation and width of both GPUs, bounded by the bridges between them, after line encoding
+    and a protocol efficiency of 0.8 (halved across CPU sockets); either times
+    O(floor_efficiency). An H200 SXM pair (18 links, 450 GB/s) gets 337.5 GB/s one way and 675
+    both ways; a PCIe 4 x16 pair 20.2 and 35.3. RV(pairs) and RV(bidirectional) name each floor and
+    where it came from (C(floor_source)). See O(link_floors).
+  - A pair that cannot use peer access, or falls short, is diagnosed from facts read from sysfs
+    and NVML (no tool output is parsed), such as a translated IOMMU domain, ACS redirect on a bridge
+    between the GPUs, a PCIe link trained below its capability, GPUs under different CPU
+    sockets, no NVLink between them, the driver's own P2P answer. RV(diagnosis) lists the
+    causes with the values read and the fix; RV(table) ends with them.
   - A pair that falls short of a threshold, cannot use peer access, corrupts data, fails a
     driver call or yields a figure that is not a finite number is listed in RV(shortfalls); with O(fail_on_threshold=true) the task fails, so
     a rolling fleet run stops at that host.
@@ -76,7 +90,7 @@ options:
     type: int
     default: 1
   latency_iterations:
-    description: Back-to-back 4-byte copies timed for each latency figure.
+    description: Back-to-back 16-byte copies timed for each latency figure (the size NVIDIA's p2pBandwidthLatencyTest copies).
     type: int
     default: 100
   measure_staged:
@@ -117,9 +131,40 @@ options:
     type: raw
     aliases: [min_p2p_speedup]
   require_peer_access:
-    description: Count a pair whose GPUs cannot access each other's memory as a shortfall.
+    description:
+      - Count a pair whose GPUs cannot access each other's memory as a shortfall.
+      - The older switch for O(no_peer_access); V(false) is the same as O(no_peer_access=staged).
     type: bool
     default: true
+  no_peer_access:
+    description:
+      - What a pair whose GPUs cannot access each other's memory is.
+      - V(fail) is a shortfall naming the causes found (RV(diagnosis)).
+      - V(staged) accepts it, copies between those GPUs being staged through host memory; the pair is
+        listed in RV(staged_pairs) with its staged bandwidth and the causes, and fails nothing.
+        For nodes where P2P is known to be off (GPUs passed to separate VMs, a platform without
+        P2P) and the software copies through the host.
+    type: str
+    choices: [fail, staged]
+    default: fail
+  link_floors:
+    description:
+      - Give every pair for whose link type no absolute floor is set a floor derived from its link
+        (see the description); V(false) leaves such pairs without a bandwidth floor.
+      - A pair whose link cannot be read well enough (no NVML, a link count or speed unknown) has
+        no derived floor; C(floor_source) says why.
+    type: bool
+    default: true
+  floor_efficiency:
+    description:
+      - Factors from what a link carries to its floor, keys C(nvlink_unidirectional) (default
+        0.75), C(nvlink_bidirectional) (0.75), C(pcie_unidirectional) (0.8) and
+        C(pcie_bidirectional) (0.7); a key left out keeps its default.
+      - Each a finite number greater than 0 and at most 1.
+      - The NVLink defaults pass two H200 SXM that measured 394 GB/s one way and 772 both ways
+        (0.876 and 0.858 of 450 and 900) with 14 to 17 % margin, and A100 SXM pairs (about 240 and
+        470 of 300 and 600); the PCIe ones give a PCIe 4 x16 pair the 20 and 35 GB/s used before.
+    type: dict
   fail_on_threshold:
     description: Fail the task when RV(shortfalls) is not empty. With V(false) they are only
       returned.
@@ -149,6 +194,10 @@ seealso:
   - name: NVIDIA p2pBandwidthLatencyTest
     description: The CUDA sample whose method this follows.
     link: https://github.com/NVIDIA/cuda-samples
+  - module: gpufleet.tuning.kernel_cmdline
+    description: Sets C(iommu=pt) where a translated IOMMU domain slows or blocks P2P (not on Blackwell).
+  - module: gpufleet.tuning.node_facts
+    description: The facts the floors and the diagnosis are read from.
 """
 
 EXAMPLES = r"""
@@ -163,6 +212,11 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: "{{ p2p.table.splitlines() }}"
   when: p2p.table is defined
+
+- name: Link-derived floors, a stricter NVLink factor, a node where P2P is off on purpose
+  gpufleet.tuning.p2p_bandwidth:
+    floor_efficiency: {nvlink_unidirectional: 0.8}
+    no_peer_access: staged
 
 - name: Two GPUs only, quick, report without failing
   gpufleet.tuning.p2p_bandwidth:
@@ -248,15 +302,59 @@ pairs:
       C(topology), C(peer_access), C(perf_rank), C(unidirectional_p2p_gbps),
       C(unidirectional_staged_gbps), C(p2p_speedup), C(latency_p2p_us), C(latency_staged_us),
       C(data_ok), and C(error) when a driver call failed for that pair.
+    - C(latency_method) says how C(latency_p2p_us) was timed - C(held_stream_wait_value) or
+      C(held_stream_spin_kernel) (the copies queued behind a held stream and timed by events
+      alone, as NVIDIA's p2pBandwidthLatencyTest does), or C(launch_included) (the host's cost
+      of queuing each copy counted too, where no hold works); C(latency_staged_method) the same
+      for C(latency_staged_us).
+    - C(link_gbps) is what the link carries one way (null when unknown or O(link_floors=false)),
+      C(floor_unidirectional_gbps) the floor applied (null for none) and C(floor_source) where it
+      came from, such as C(NVLink 4 x 18 links x 25 GB/s x 0.75),
+      C(PCIe gen5 x16 (63.0 GB/s\) x 0.8 protocol x 0.80) or
+      C(override min_unidirectional_gbps.nvlink).
   returned: when measured
   type: list
   elements: dict
+  sample: [{"src": 0, "dst": 1, "link": "nvlink", "peer_access": true, "unidirectional_p2p_gbps": 394.2,
+            "link_gbps": 450.0, "floor_unidirectional_gbps": 337.5,
+            "floor_source": "NVLink 4 x 18 links x 25 GB/s x 0.75"}]
 bidirectional:
-  description: One entry per unordered pair with C(a), C(b), C(link), C(bidirectional_p2p_gbps),
-    C(bidirectional_staged_gbps).
+  description:
+    - One entry per unordered pair with C(a), C(b), C(link), C(bidirectional_p2p_gbps),
+      C(bidirectional_staged_gbps).
+    - C(link_gbps) (both directions), C(floor_bidirectional_gbps) and C(floor_source) as in RV(pairs).
   returned: when measured
   type: list
   elements: dict
+diagnosis:
+  description:
+    - One entry per unordered pair without peer access or short of a floor, C(pair) (C(0<->1)),
+      C(why) (C(no peer access), C(below the floor)), C(causes) and C(unchecked).
+    - Each cause has C(id) (C(iommu_translated), C(acs_redirect), C(link_degraded),
+      C(across_cpus), C(no_nvlink), C(driver_p2p_status)), C(summary) with the values read,
+      C(values) (the same for programs) and C(fix) (the module and tag, or C(manual:) steps).
+    - C(unchecked) names a cause that could not be checked (a fact unknown, such as ACS without
+      root) with the reason.
+  returned: when measured
+  type: list
+  elements: dict
+  sample: [{"pair": "1<->3", "why": ["no peer access"], "unchecked": [],
+            "causes": [{"id": "acs_redirect", "values": {"bridges": [{"bdf": "0000:02:08.0",
+                        "bits": ["request_redirect", "completion_redirect"], "ctrl": 29}]},
+                        "summary": "ACS completion_redirect/request_redirect set on 0000:02:08.0 ...",
+                        "fix": "gpufleet.tuning.pcie_acs: clear ACS redirect on those bridges ..."}]}]
+staged_pairs:
+  description:
+    - With O(no_peer_access=staged) (or O(require_peer_access=false)), the pairs without peer
+      access that pass as copies staged through the host, C(pair), C(staged_unidirectional_gbps)
+      (both directions), C(staged_bidirectional_gbps) and C(causes) as in RV(diagnosis).
+  returned: when measured
+  type: list
+  elements: dict
+no_peer_access:
+  description: The policy applied to pairs without peer access, V(fail) or V(staged).
+  returned: when measured
+  type: str
 matrices:
   description:
     - N x N matrices (rows are sources, columns destinations, null where not measured) keyed
@@ -266,11 +364,14 @@ matrices:
   returned: when measured
   type: dict
 table:
-  description: The matrices as text for humans.
+  description: The matrices as text for humans, then why P2P is missing or slow where it is.
   returned: when measured
   type: str
 shortfalls:
-  description: Pairs that fell short, each with C(pair), C(metric), C(value), C(threshold), C(reason).
+  description:
+    - Pairs that fell short, each with C(pair), C(metric), C(value), C(threshold), C(reason).
+    - A bandwidth shortfall has C(floor_source); a shortfall of a pair that was diagnosed has
+      C(causes) as in RV(diagnosis), and its reason ends with their ids.
   returned: when measured
   type: list
   elements: dict

@@ -87,8 +87,8 @@ class Table:
     def markdown(self):
         lines = ["| what | node_facts | nvidia-smi | |", "|---|---|---|---|"]
         for what, fact, ref, status in self.rows:
-            lines.append("| %s | %s | %s | %s |" % (what, json.dumps(fact), ref if isinstance(ref, str) else json.dumps(ref),
-                                                     status))
+            shown = ref if isinstance(ref, str) else json.dumps(ref)
+            lines.append("| %s | %s | %s | %s |" % (what, json.dumps(fact), shown, status))
         return "\n".join(lines) + "\n"
 
 

@@ -87,3 +87,28 @@ def run_module(host):
             raise AssertionError("ansible -m %s gave no result (rc %d): %s %s" % (module, proc.returncode, proc.stdout, proc.stderr))
 
     return run
+
+
+# The guest's two PCI Express endpoints, each behind its own QEMU pcie-root-port.
+E1000E = ("0x8086", "0x10d3")
+NVME_CLASS = "0x010802"
+
+
+@pytest.fixture(scope="module")
+def endpoints(host):
+    """{"e1000e": bdf, "nvme": bdf}, found from sysfs in one command."""
+    out = host.check_output("grep -H . /sys/bus/pci/devices/*/vendor /sys/bus/pci/devices/*/device "
+                            "/sys/bus/pci/devices/*/class")
+    attrs = {}
+    for line in out.splitlines():
+        path, value = line.rsplit(":", 1)  # the path has colons, the value has none
+        bdf, name = path.split("/")[-2:]
+        attrs.setdefault(bdf, {})[name] = value.strip()
+    found = {}
+    for bdf, attr in sorted(attrs.items()):
+        if (attr.get("vendor"), attr.get("device")) == E1000E:
+            found["e1000e"] = bdf
+        elif attr.get("class") == NVME_CLASS:
+            found["nvme"] = bdf
+    assert sorted(found) == ["e1000e", "nvme"], attrs
+    return found

@@ -17,33 +17,9 @@ as read (0), and the tests check the nvme is still there afterwards.
 
 import re
 
-import pytest
-
 MODULE = "gpufleet.tuning.pcie_maxreadreq"
 HELPER = "/usr/local/libexec/gpufleet/pcie-maxreadreq"
 RULE = "/etc/udev/rules.d/90-gpufleet-pcie-maxreadreq.rules"
-E1000E = ("0x8086", "0x10d3")
-NVME_CLASS = "0x010802"
-
-
-@pytest.fixture(scope="module")
-def endpoints(host):
-    """{"e1000e": bdf, "nvme": bdf}, found from sysfs in one command."""
-    out = host.check_output("grep -H . /sys/bus/pci/devices/*/vendor /sys/bus/pci/devices/*/device "
-                            "/sys/bus/pci/devices/*/class")
-    attrs = {}
-    for line in out.splitlines():
-        path, value = line.rsplit(":", 1)  # the path has colons, the value has none
-        bdf, name = path.split("/")[-2:]
-        attrs.setdefault(bdf, {})[name] = value.strip()
-    found = {}
-    for bdf, attr in sorted(attrs.items()):
-        if (attr.get("vendor"), attr.get("device")) == E1000E:
-            found["e1000e"] = bdf
-        elif attr.get("class") == NVME_CLASS:
-            found["nvme"] = bdf
-    assert sorted(found) == ["e1000e", "nvme"], attrs
-    return found
 
 
 def devctl(host, bdf):

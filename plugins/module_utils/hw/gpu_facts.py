@@ -83,7 +83,6 @@ PEER_SYMBOL = "ib_register_peer_memory_client"
 DEVCTL_RELAXED_ORDERING = 0x0010  # Device Control bit 4 (pci_regs.h PCI_EXP_DEVCTL_RELAX_EN)
 NO_IOMMU_GROUP = "no IOMMU group: the IOMMU is off or the device is not translated"
 _NODE_RE = re.compile(r"^node[0-9]+\Z")
-_ROOT_BUS_RE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}\Z")
 
 
 class Paths:
@@ -145,6 +144,7 @@ class _Device:
     def __init__(self, sys_root, bdf):
         self.bdf = bdf
         self.sys = sys_root
+        self.sys_root = sys_root
         self.dir = pci_config.device_dir(sys_root, bdf)
         self.config_path = pci_config.config_path(sys_root, bdf)
         self._attrs = {}
@@ -181,15 +181,7 @@ class _Device:
 
     def chain(self):
         """``["pci0000:00", "0000:00:01.0", ..., bdf]`` from the real path, or None."""
-        parts = os.path.realpath(self.dir).split(os.sep)
-        for index, name in enumerate(parts):
-            if _ROOT_BUS_RE.match(name) and index + 1 < len(parts) and pci_config.is_sysfs_bdf(parts[index + 1]):
-                # Functions on the way down; a nested root bus (a VMD domain) is passed through.
-                below = [p for p in parts[index + 1:] if pci_config.is_sysfs_bdf(p)]
-                if below and below[-1] == self.bdf:
-                    return [name] + below
-                return None
-        return None
+        return pci_config.device_chain(self.sys_root, self.bdf)
 
 
 class _Reader:
@@ -452,7 +444,7 @@ class _Reader:
             reason = "the PCI path of %s is unknown (its sysfs entry does not resolve under /sys/devices/pci*)" % bdf
             return facts.unknown(DERIVED, reason), facts.unknown(DERIVED, reason)
         if ca[0] != cb[0]:
-            bridges = self._bridge_list(ca[1:-1] + cb[1:-1])
+            bridges = self._bridge_list(pci_config.path_bridges(ca, cb))
             na, nb = facts.value(a["numa"]), facts.value(b["numa"])
             if na is not None and nb is not None and na >= 0 and nb >= 0 and na != nb:
                 return facts.fact("across_cpus", DERIVED), bridges
@@ -461,12 +453,8 @@ class _Reader:
             return facts.unknown(DERIVED, "the GPUs are under different host bridges (%s, %s) and their NUMA "
                                  "nodes (%s, %s) do not say whether the same CPU holds both"
                                  % (ca[0], cb[0], na, nb)), bridges
-        shared = 0
-        for x, y in zip(ca[1:-1], cb[1:-1]):
-            if x != y:
-                break
-            shared += 1
-        bridges = self._bridge_list(ca[1 + shared:-1] + cb[1 + shared:-1])
+        shared = pci_config.shared_bridges(ca, cb)
+        bridges = self._bridge_list(pci_config.path_bridges(ca, cb))
         if not shared:
             return facts.fact("same_host_bridge", DERIVED), bridges
         lowest = self.device(ca[shared])

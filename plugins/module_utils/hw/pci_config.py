@@ -119,6 +119,43 @@ def is_sysfs_bdf(name):
     return bool(_SYSFS_BDF_RE.match(name))
 
 
+_ROOT_BUS_RE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}\Z")
+
+
+def device_chain(sysfs, bdf):
+    """``["pci0000:00", <bridge>, ..., bdf]`` from the device's real path under
+    /sys/devices/pci*, or None when it does not resolve there. A nested root bus (a VMD domain)
+    is passed through: only PCI functions are kept below the root bus."""
+    parts = os.path.realpath(device_dir(sysfs, bdf)).split(os.sep)
+    for index, name in enumerate(parts):
+        if _ROOT_BUS_RE.match(name) and index + 1 < len(parts) and is_sysfs_bdf(parts[index + 1]):
+            below = [p for p in parts[index + 1:] if is_sysfs_bdf(p)]
+            if below and below[-1] == bdf:
+                return [name] + below
+            return None
+    return None
+
+
+def shared_bridges(chain_a, chain_b):
+    """How many bridges two chains (from device_chain) share from the top: 0 under different
+    root buses or when they part right below the root bus."""
+    if chain_a[0] != chain_b[0]:
+        return 0
+    shared = 0
+    for x, y in zip(chain_a[1:-1], chain_b[1:-1]):
+        if x != y:
+            break
+        shared += 1
+    return shared
+
+
+def path_bridges(chain_a, chain_b):
+    """The bridges between two endpoints (chains from device_chain), below their lowest common
+    ancestor: A's side first, then B's. A shared bridge is where peer traffic turns around."""
+    shared = shared_bridges(chain_a, chain_b)
+    return chain_a[1 + shared:-1] + chain_b[1 + shared:-1]
+
+
 def devices_dir(sysfs=SYSFS):
     return os.path.join(sysfs, "bus", "pci", "devices")
 

@@ -28,6 +28,7 @@ import time
 
 CUDA_SUCCESS = 0
 CUDA_ERROR_NOT_READY = 600
+CUDA_ERROR_NOT_SUPPORTED = 801  # cuda.h (13.0) CUresult: CUDA_ERROR_NOT_SUPPORTED = 801
 CU_STREAM_NON_BLOCKING = 0x1
 CU_EVENT_DEFAULT = 0x0
 CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK = 0x01
@@ -35,10 +36,79 @@ CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED = 0x02
 CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED = 0x03
 CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID = 50
 
+# Holding a stream (the latency method of p2pBandwidthLatencyTest), values from cuda.h (CUDA 13.0):
+# - cuMemHostAlloc flags: ``#define CU_MEMHOSTALLOC_PORTABLE 0x01`` (pinned for every context) and
+#   ``#define CU_MEMHOSTALLOC_DEVICEMAP 0x02`` (mapped into the device address space).
+CU_MEMHOSTALLOC_PORTABLE = 0x01
+CU_MEMHOSTALLOC_DEVICEMAP = 0x02
+# - CUstreamWaitValue_flags: ``CU_STREAM_WAIT_VALUE_GEQ = 0x0``, "wait until (int32_t)(*addr - value)
+#   >= 0, a cyclic comparison"; ``CU_STREAM_WAIT_VALUE_EQ = 0x1``. GEQ lets the flag only grow: each
+#   hold waits for a new value, so a late release of an earlier hold cannot open a later one.
+CU_STREAM_WAIT_VALUE_GEQ = 0x0
+CU_STREAM_WAIT_VALUE_EQ = 0x1
+# - CUdevice_attribute: ``CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 = 92`` says whether the v1
+#   memory operations (the plain ``cuStreamWaitValue32`` symbol, which drivers before 11.7 only had
+#   with ``NVreg_EnableStreamMemOPs=1``) work. The v2 entry point ``cuStreamWaitValue32_v2`` (what
+#   ``cuStreamWaitValue32`` names in cuda.h since CUDA 11.7) is "available by default on all
+#   platforms" (driver API manual, Stream Memory Operations) and has no attribute of its own; only
+#   NOR waits do, ``CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = 123`` (``..._NOR_V2`` before
+#   13.0), which a GEQ wait does not need.
+CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 = 92
+CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = 123
+
+# The fallback hold when stream memory operations are refused: the ``delay`` kernel of
+# p2pBandwidthLatencyTest, as PTX the driver compiles itself (cuModuleLoadData), so no toolkit is
+# needed on the node. Its CUDA C, with the flag compared as the GEQ wait compares it:
+#   extern "C" __global__ void gpufleet_hold(volatile unsigned int *flag, unsigned int target,
+#                                            unsigned long long timeout_clocks) {
+#       long long start = clock64();
+#       while ((int)(*flag - target) < 0)
+#           if ((unsigned long long)(clock64() - start) > timeout_clocks) break;
+#   }
+# PTX ISA 6.0 for sm_52 and later, so drivers from r396 on JIT it for any newer GPU; ptxas 13.0
+# compiles it for sm_75, sm_80, sm_90, sm_100 and sm_120. Like the sample's kernel it gives up
+# after ``timeout_clocks`` SM clocks, so it cannot hold a stream forever.
+HOLD_KERNEL_NAME = "gpufleet_hold"
+HOLD_KERNEL_PTX = """\
+.version 6.0
+.target sm_52
+.address_size 64
+
+.visible .entry gpufleet_hold(
+    .param .u64 gpufleet_hold_flag,
+    .param .u32 gpufleet_hold_target,
+    .param .u64 gpufleet_hold_timeout_clocks
+)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+
+    ld.param.u64 %rd5, [gpufleet_hold_flag];
+    ld.param.u32 %r1, [gpufleet_hold_target];
+    ld.param.u64 %rd3, [gpufleet_hold_timeout_clocks];
+    cvta.to.global.u64 %rd1, %rd5;
+    mov.u64 %rd4, %clock64;
+WAIT:
+    ld.volatile.global.u32 %r2, [%rd1];
+    sub.s32 %r3, %r2, %r1;
+    setp.gt.s32 %p1, %r3, -1;
+    @%p1 bra DONE;
+    mov.u64 %rd6, %clock64;
+    sub.s64 %rd7, %rd6, %rd4;
+    setp.le.u64 %p2, %rd7, %rd3;
+    @%p2 bra WAIT;
+DONE:
+    ret;
+}
+"""
+
 CUdeviceptr = ctypes.c_uint64
 CUcontext = ctypes.c_void_p
 CUstream = ctypes.c_void_p
 CUevent = ctypes.c_void_p
+CUmodule = ctypes.c_void_p
+CUfunction = ctypes.c_void_p
 
 
 class CudaError(Exception):
@@ -129,6 +199,10 @@ def trusted_library(value, owner_uids=(0,), lstat=os.lstat):
 
 class CopyTimeout(Exception):
     """A copy did not finish in time: usually a P2P path that hangs (IOMMU, ACS)."""
+
+
+class HoldTimeout(CopyTimeout):
+    """A held stream never started after its flag was released: the hold, not the P2P path, is stuck."""
 
 
 class Driver:
@@ -304,6 +378,90 @@ class Driver:
     def memcpy_peer_async(self, dst, dst_ctx, src, src_ctx, size, stream):
         self._call("cuMemcpyPeerAsync", CUdeviceptr(dst), dst_ctx, CUdeviceptr(src), src_ctx,
                    ctypes.c_size_t(size), stream)
+
+    def event_query(self, event):
+        """True when ``event`` has completed, False while it is pending; other codes raise."""
+        code = self.lib.cuEventQuery(event)
+        if code == CUDA_SUCCESS:
+            return True
+        if code == CUDA_ERROR_NOT_READY:
+            return False
+        err_name, err_text = self.error_strings(code)
+        raise CudaError("cuEventQuery", code, err_name, err_text)
+
+    # --- holding a stream: a host flag, a wait on it, or a kernel that spins on it -------------
+    def device_attribute(self, attribute, dev):
+        value = ctypes.c_int()
+        self._call("cuDeviceGetAttribute", ctypes.byref(value), ctypes.c_int(attribute), ctypes.c_int(dev))
+        return value.value
+
+    def mem_host_alloc_mapped(self, size):
+        """Pinned host memory, portable to every context and mapped into their address space."""
+        ptr = ctypes.c_void_p()
+        self._call("cuMemHostAlloc", ctypes.byref(ptr), ctypes.c_size_t(size),
+                   ctypes.c_uint(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP))
+        return ptr.value
+
+    def mem_host_device_pointer(self, host_ptr):
+        """The device address of mapped host memory, in the current context."""
+        func, name = self._symbol("cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer")
+        dptr = CUdeviceptr()
+        self._call(name, ctypes.byref(dptr), ctypes.c_void_p(host_ptr), ctypes.c_uint(0), func=func)
+        return dptr.value
+
+    def mem_free_host(self, host_ptr):
+        self._call("cuMemFreeHost", ctypes.c_void_p(host_ptr))
+
+    @staticmethod
+    def host_write_u32(host_ptr, value):
+        """Store a 32-bit word in host memory the GPU reads. A ctypes store is a real store to that
+        address (never kept in a register), which is what ``volatile`` gives the C sample."""
+        ctypes.c_uint32.from_address(host_ptr).value = value & 0xFFFFFFFF
+
+    @staticmethod
+    def host_read_u32(host_ptr):
+        return ctypes.c_uint32.from_address(host_ptr).value
+
+    def stream_wait_value_support(self, dev):
+        """(supported, why) for ``stream_wait_value32`` on device ``dev``."""
+        if hasattr(self.lib, "cuStreamWaitValue32_v2"):
+            return True, "cuStreamWaitValue32_v2 (v2 stream memory operations, on by default)"
+        if not hasattr(self.lib, "cuStreamWaitValue32"):
+            return False, "libcuda has no cuStreamWaitValue32"
+        if self.device_attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, dev) != 1:
+            return False, ("CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS is 0 (v1 stream memory operations "
+                           "are off: nvidia NVreg_EnableStreamMemOPs=0)")
+        return True, "cuStreamWaitValue32 (v1 stream memory operations)"
+
+    def stream_wait_value32(self, stream, dptr, value, flags=CU_STREAM_WAIT_VALUE_GEQ):
+        """Enqueue on ``stream`` a wait until the 32-bit word at ``dptr`` satisfies ``flags``/``value``."""
+        func, name = self._symbol("cuStreamWaitValue32_v2", "cuStreamWaitValue32")
+        self._call(name, stream, CUdeviceptr(dptr), ctypes.c_uint32(value & 0xFFFFFFFF), ctypes.c_uint(flags),
+                   func=func)
+
+    def module_load_data(self, image):
+        """Load a module from ``image`` (PTX text or a cubin) into the current context."""
+        if isinstance(image, str):
+            image = image.encode()
+        buf = ctypes.create_string_buffer(image)  # NUL-terminated, as PTX must be
+        module = CUmodule()
+        self._call("cuModuleLoadData", ctypes.byref(module), buf)
+        return module
+
+    def module_get_function(self, module, name):
+        func = CUfunction()
+        self._call("cuModuleGetFunction", ctypes.byref(func), module, name.encode())
+        return func
+
+    def module_unload(self, module):
+        self._call("cuModuleUnload", module)
+
+    def launch_kernel(self, func, args, stream, grid=(1, 1, 1), block=(1, 1, 1), shared_bytes=0):
+        """Launch ``func`` on ``stream``; ``args`` are ctypes values in the kernel's parameter order."""
+        params = (ctypes.c_void_p * max(1, len(args)))(
+            *[ctypes.cast(ctypes.pointer(arg), ctypes.c_void_p) for arg in args])
+        dims = [ctypes.c_uint(n) for n in tuple(grid) + tuple(block)]
+        self._call("cuLaunchKernel", func, *(dims + [ctypes.c_uint(shared_bytes), stream, params, None]))
 
 
 def prefer_pci_bus_order():

@@ -376,6 +376,12 @@ class Nvml:
         except pci_config.PciError as exc:
             return NvmlError(function, NVML_SUCCESS, "answers %r: %s" % (raw, exc))
 
+    def nvlink_version(self, dev, link):
+        """nvmlDeviceGetNvLinkVersion of one link: nvml.h's nvmlNvlinkVersion_t (1 = 1.0,
+        2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1, 6 = 4.0, 7 = 5.0, ...), not the generation itself
+        (p2p/p2p_floor maps it, and trusts the architecture first)."""
+        return self._uint("nvmlDeviceGetNvLinkVersion", dev, ctypes.c_uint(link))
+
     def p2p_status(self, dev_a, dev_b, index):
         """The driver's P2P answer for one capability: ``ok``, ``not_supported``, ..."""
         status = ctypes.c_int(-1)
@@ -404,3 +410,13 @@ class Nvml:
         if self.available:
             self.lib.nvmlShutdown()
             self.available = False
+
+
+class Unavailable(Nvml):
+    """An NVML that is not there, with the reason: every query raises NvmlError naming it (for
+    readers given something that cannot answer NVML's queries)."""
+
+    def __init__(self, reason):  # pylint: disable=super-init-not-called
+        self.available = False
+        self.reason = reason
+        self.lib = None

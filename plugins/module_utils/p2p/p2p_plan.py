@@ -194,13 +194,17 @@ def usable_figure(value):
         return False
 
 
-def verdicts(pairs, bidirectional, thresholds, require_peer_access=True):
+def verdicts(pairs, bidirectional, thresholds, require_peer_access=True, floors=None):
     """List the shortfalls: each a dict naming the pair, the metric, value, threshold, reason.
 
     ``pairs``: ordered-pair results (src, dst, link, peer_access, unidirectional_p2p_gbps,
     unidirectional_staged_gbps, data_ok, error). ``bidirectional``: unordered-pair results
     (a, b, link, bidirectional_p2p_gbps). ``thresholds``: parse_threshold() output for
     ``min_unidirectional_gbps``, ``min_bidirectional_gbps`` and ``min_speedup``.
+    ``floors``: None (the thresholds per link type apply), or the bandwidth floor of each pair
+    as p2p_floor.choose gives it, ``{"unidirectional": {(src, dst): (floor, source)},
+    "bidirectional": {(a, b): (floor, source)}}``; a pair it lacks has no bandwidth floor. Its
+    shortfalls carry ``floor_source``, and a link-derived floor's source is in the reason.
     """
     short = []
     for metric, per_link in sorted(thresholds.items()):
@@ -209,8 +213,21 @@ def verdicts(pairs, bidirectional, thresholds, require_peer_access=True):
                 raise PlanError("%s.%s=%r is not a finite number >= 0 (thresholds go through "
                                 "parse_threshold)" % (metric, link, limit))
 
-    def add(pair, metric, value, limit, reason):
-        short.append({"pair": pair, "metric": metric, "value": value, "threshold": limit, "reason": reason})
+    def add(pair, metric, value, limit, reason, source=None):
+        entry = {"pair": pair, "metric": metric, "value": value, "threshold": limit, "reason": reason}
+        if source is not None:
+            entry["floor_source"] = source
+        short.append(entry)
+
+    def floor(kind, key, metric, link):
+        """(limit, source, text appended to the reason) of one bandwidth metric of one pair."""
+        if floors is None:
+            return thresholds[metric][link], None, ""
+        limit, source = floors.get(kind, {}).get(key, (None, None))
+        if limit is not None and not usable_figure(limit):
+            raise PlanError("the %s floor of %r is %r, not a finite number >= 0" % (kind, key, limit))
+        shown = "" if source is None or source.startswith("override") else " (%s)" % source
+        return limit, (source if limit is not None else None), shown
 
     def usable(pair, metric, value):
         """A measured figure that is not a finite number >= 0 is a shortfall of its own: it
@@ -238,10 +255,10 @@ def verdicts(pairs, bidirectional, thresholds, require_peer_access=True):
         value = res.get("unidirectional_p2p_gbps")
         if not usable(name, "unidirectional_gbps", value):
             value = None
-        limit = thresholds["min_unidirectional_gbps"][link]
+        limit, source, shown = floor("unidirectional", (res["src"], res["dst"]), "min_unidirectional_gbps", link)
         if limit is not None and value is not None and value < limit:
             add(name, "unidirectional_gbps", value, limit,
-                "%.1f GB/s over %s is below the %.1f GB/s floor" % (value, link, limit))
+                "%.1f GB/s over %s is below the %.1f GB/s floor%s" % (value, link, limit, shown), source)
         staged = res.get("unidirectional_staged_gbps")
         if not usable(name, "unidirectional_staged_gbps", staged):
             staged = None
@@ -258,10 +275,10 @@ def verdicts(pairs, bidirectional, thresholds, require_peer_access=True):
         value = res.get("bidirectional_p2p_gbps")
         if not usable(name, "bidirectional_gbps", value):
             continue
-        limit = thresholds["min_bidirectional_gbps"][link]
+        limit, source, shown = floor("bidirectional", (res["a"], res["b"]), "min_bidirectional_gbps", link)
         if limit is not None and value is not None and value < limit:
             add(name, "bidirectional_gbps", value, limit,
-                "%.1f GB/s both ways over %s is below the %.1f GB/s floor" % (value, link, limit))
+                "%.1f GB/s both ways over %s is below the %.1f GB/s floor%s" % (value, link, limit, shown), source)
     return short
 
 

@@ -36,6 +36,7 @@ ROLE_VAR = re.compile(r"(?<![A-Za-z0-9_])((?:host|verify|container)_[a-z0-9_]+)"
 PREFIXES = {
     ("host", "sysctl_profile"): ("host_sysctl_",),
     ("host", "pcie_maxreadreq"): ("host_pcie_",),
+    ("host", "pcie_acs"): ("host_pcie_acs_",),
     ("host", "cpu_power"): ("host_cpu_power_",),
     ("host", "lxc_containers"): ("host_lxc_memlock_",),  # which containers get the memlock limit
     ("host", "lxc_memlock"): ("host_lxc_memlock_",),

@@ -78,7 +78,7 @@ SHIPPED = {
     "tuner_irqbalance_active": ("P2", "manual"),
     "iommu_translated": ("P1", "reboot_required"),
     "iommu_translated_blackwell": ("P1", "manual"),
-    "p2p_acs_redirect": ("P1", "manual"),
+    "p2p_acs_redirect": ("P0", "runtime"),
     "p2p_across_cpus": ("P1", "manual"),
     "p2p_peer_access": ("P1", "manual"),
     "fabric_manager_not_running": ("P0", "manual"),

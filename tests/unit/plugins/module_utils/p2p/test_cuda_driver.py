@@ -254,3 +254,160 @@ def test_a_trusted_system_library_is_loaded_by_its_real_path():
     with pytest.raises(cuda_driver.DriverMissing) as exc:
         cuda_driver.Driver(libc)
     assert "libcuda has none of" in str(exc.value)
+
+
+# --- the calls that hold a stream (latency as p2pBandwidthLatencyTest measures it) ---------------
+class StrictLib:
+    """Only the symbols given exist (a driver without cuStreamWaitValue32_v2 is a real case);
+    each records its arguments and answers with the given function or 0."""
+
+    def __init__(self, **funcs):
+        self.funcs = funcs
+        self.calls = []
+
+    def __getattr__(self, name):
+        if name not in self.funcs:
+            raise AttributeError(name)
+
+        def call(*args):
+            self.calls.append((name, args))
+            func = self.funcs[name]
+            return func(*args) if callable(func) else func
+        return call
+
+
+def strict(**funcs):
+    drv = object.__new__(cuda_driver.Driver)
+    funcs.setdefault("cuGetErrorName", FakeLib({}).cuGetErrorName)
+    funcs.setdefault("cuGetErrorString", FakeLib({}).cuGetErrorString)
+    drv.lib = StrictLib(**funcs)
+    return drv
+
+
+def test_cuda_h_values_of_the_hold():
+    assert (cuda_driver.CU_MEMHOSTALLOC_PORTABLE, cuda_driver.CU_MEMHOSTALLOC_DEVICEMAP) == (0x01, 0x02)
+    assert (cuda_driver.CU_STREAM_WAIT_VALUE_GEQ, cuda_driver.CU_STREAM_WAIT_VALUE_EQ) == (0x0, 0x1)
+    assert cuda_driver.CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 == 92
+    assert cuda_driver.CUDA_ERROR_NOT_SUPPORTED == 801
+    assert issubclass(cuda_driver.HoldTimeout, cuda_driver.CopyTimeout)
+
+
+def attribute(value):
+    def fake(out, attr, dev):
+        out._obj.value = value if attr.value == cuda_driver.CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 else -1
+        return 0
+    return fake
+
+
+def test_wait_value_support_prefers_v2_and_asks_the_device_for_v1():
+    assert strict(cuStreamWaitValue32_v2=0).stream_wait_value_support(0)[0] is True
+    ok, why = strict(cuStreamWaitValue32=0, cuDeviceGetAttribute=attribute(0)).stream_wait_value_support(0)
+    assert ok is False and "CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS is 0" in why
+    assert strict(cuStreamWaitValue32=0, cuDeviceGetAttribute=attribute(1)).stream_wait_value_support(0)[0] is True
+    ok, why = strict().stream_wait_value_support(0)
+    assert ok is False and "no cuStreamWaitValue32" in why
+
+
+def test_stream_wait_value32_calls_v2_with_cuda_h_types_and_maps_not_supported():
+    drv = strict(cuStreamWaitValue32_v2=0, cuStreamWaitValue32=1)
+    stream = ctypes.c_void_p(0x1234)
+    drv.stream_wait_value32(stream, 0x7F0000001000, 7)
+    [(name, args)] = drv.lib.calls
+    assert name == "cuStreamWaitValue32_v2" and args[0] is stream
+    assert isinstance(args[1], ctypes.c_uint64) and args[1].value == 0x7F0000001000
+    assert isinstance(args[2], ctypes.c_uint32) and args[2].value == 7
+    assert args[3].value == cuda_driver.CU_STREAM_WAIT_VALUE_GEQ
+    NAMES[801] = (b"CUDA_ERROR_NOT_SUPPORTED", b"operation not supported")
+    try:
+        drv = strict(cuStreamWaitValue32=801)
+        with pytest.raises(cuda_driver.CudaError) as exc:
+            drv.stream_wait_value32(stream, 0x1000, 1)
+        assert (exc.value.call, exc.value.name) == ("cuStreamWaitValue32", "CUDA_ERROR_NOT_SUPPORTED")
+    finally:
+        del NAMES[801]
+
+
+def test_mapped_host_memory_flags_device_pointer_and_a_real_store():
+    buf = ctypes.create_string_buffer(4)
+    address = ctypes.addressof(buf)
+
+    def alloc(out, size, flags):
+        assert size.value == 4 and flags.value == 0x03  # PORTABLE | DEVICEMAP
+        out._obj.value = address
+        return 0
+
+    def device_pointer(out, host, flags):
+        assert host.value == address and flags.value == 0
+        out._obj.value = address
+        return 0
+
+    drv = strict(cuMemHostAlloc=alloc, cuMemHostGetDevicePointer_v2=device_pointer, cuMemFreeHost=0)
+    assert drv.mem_host_alloc_mapped(4) == address
+    assert drv.mem_host_device_pointer(address) == address
+    drv.host_write_u32(address, 0x1_0000_0005)  # kept to 32 bits
+    assert drv.host_read_u32(address) == 5 and buf.raw == b"\x05\x00\x00\x00"
+    drv.mem_free_host(address)
+    assert drv.lib.calls[-1][0] == "cuMemFreeHost" and drv.lib.calls[-1][1][0].value == address
+
+
+def test_event_query_done_pending_or_error():
+    assert strict(cuEventQuery=0).event_query(ctypes.c_void_p(1)) is True
+    assert strict(cuEventQuery=cuda_driver.CUDA_ERROR_NOT_READY).event_query(ctypes.c_void_p(1)) is False
+    with pytest.raises(cuda_driver.CudaError) as exc:
+        strict(cuEventQuery=719).event_query(ctypes.c_void_p(1))
+    assert exc.value.name == "CUDA_ERROR_LAUNCH_FAILED"
+
+
+def test_the_spin_kernel_is_loaded_from_nul_terminated_ptx_and_launched_with_its_parameters():
+    seen = {}
+
+    def load(out, image):
+        seen["image"] = ctypes.string_at(ctypes.addressof(image))
+        seen["terminated"] = image.raw[-1:] == b"\0"
+        out._obj.value = 0xAB
+        return 0
+
+    def get_function(out, module, name):
+        seen["name"] = name
+        out._obj.value = 0xCD
+        return 0
+
+    def launch(func, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        seen["dims"] = [d.value for d in (gx, gy, gz, bx, by, bz, shared)]
+        seen["args"] = (ctypes.c_uint64.from_address(params[0]).value, ctypes.c_uint32.from_address(params[1]).value,
+                        ctypes.c_uint64.from_address(params[2]).value)
+        seen["func"], seen["stream"], seen["extra"] = func.value, stream, extra
+        return 0
+
+    drv = strict(cuModuleLoadData=load, cuModuleGetFunction=get_function, cuLaunchKernel=launch, cuModuleUnload=0)
+    module = drv.module_load_data(cuda_driver.HOLD_KERNEL_PTX)
+    func = drv.module_get_function(module, cuda_driver.HOLD_KERNEL_NAME)
+    assert seen["image"] == cuda_driver.HOLD_KERNEL_PTX.encode() and seen["terminated"]
+    assert seen["name"] == b"gpufleet_hold" and (module.value, func.value) == (0xAB, 0xCD)
+    stream = ctypes.c_void_p(0x99)
+    drv.launch_kernel(func, [ctypes.c_uint64(0x7F00DEAD0000), ctypes.c_uint32(3), ctypes.c_uint64(2 * 10 ** 9)], stream)
+    assert seen["dims"] == [1, 1, 1, 1, 1, 1, 0] and seen["extra"] is None and seen["stream"] is stream
+    assert seen["args"] == (0x7F00DEAD0000, 3, 2 * 10 ** 9) and seen["func"] == 0xCD
+    drv.module_unload(module)
+
+
+def test_the_hold_kernel_ptx_declares_what_the_launch_passes():
+    ptx = cuda_driver.HOLD_KERNEL_PTX
+    assert ".entry gpufleet_hold(" in ptx and ".address_size 64" in ptx
+    params = [line.split()[1] for line in ptx.splitlines() if line.strip().startswith(".param")]
+    assert params == [".u64", ".u32", ".u64"]  # flag address, target, timeout clocks
+    assert "ld.volatile.global.u32" in ptx and "%clock64" in ptx
+
+
+def test_the_hold_kernel_ptx_assembles_for_hopper_where_ptxas_is_installed(tmp_path):
+    import shutil
+    import subprocess
+    ptxas = shutil.which("ptxas")
+    if not ptxas:
+        pytest.skip("no ptxas here (the CUDA toolkit is optional: the driver compiles the PTX on the node)")
+    source = tmp_path / "hold.ptx"
+    source.write_text(cuda_driver.HOLD_KERNEL_PTX)
+    for arch in ("sm_80", "sm_90"):
+        run = subprocess.run([ptxas, "-arch=" + arch, str(source), "-o", str(tmp_path / (arch + ".cubin"))],
+                             capture_output=True, text=True, check=False)
+        assert run.returncode == 0, run.stderr

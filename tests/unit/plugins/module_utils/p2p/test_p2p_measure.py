@@ -176,3 +176,20 @@ def test_every_gpu_gets_a_non_zero_pattern():
     fake = FakeDriver(2)
     patterns = [pm.Gpu(fake, index, 1).pattern for index in range(256)]
     assert 0 not in patterns and patterns[70] == 0x01
+
+
+def test_a_driver_without_the_hold_calls_measures_latency_launch_included():
+    # the bandwidth tests' FakeDriver has no host flag, wait or kernel calls: latency as before
+    fake = FakeDriver(2)
+    sizes = set()
+    real = fake.memcpy_peer_async
+
+    def record(dst, dst_ctx, src, src_ctx, size, stream):
+        sizes.add(size)
+        return real(dst, dst_ctx, src, src_ctx, size, stream)
+
+    fake.memcpy_peer_async = record
+    result = pm.measure(fake, None, options())
+    for pair in result["pairs"]:
+        assert pair["latency_method"] == pm.LATENCY_LAUNCH_INCLUDED == pair["latency_staged_method"]
+    assert pm.LATENCY_BYTES == 16 and 16 in sizes  # the sample's 1-int4 copy
