@@ -389,13 +389,23 @@ def _label(entry):
 
 
 def _describe_failure(entry, exc, sysfs):
-    if isinstance(exc, (OSError, IOError)):
-        text = "failed to write ACS Control of %s: %s" % (_label(entry), exc.strerror or exc)
-        mode = pci_config.lockdown(sysfs)
-        if mode:
-            text += " (kernel lockdown is %s: it forbids config space writes from user space)" % mode
-        return text
-    return "%s %s" % (_label(entry), exc)
+    return pci_config.write_failure("ACS Control", _label(entry), exc, sysfs)
+
+
+def _write(tx, sysfs, entry, offset, mask, value, failed):
+    """Write the masked ACS Control bits of one bridge in the transaction: ``(old, new)``; a
+    bridge that refuses (or an error) aborts the transaction, which restores the bridges
+    written before it, and fails with ``failed(refused)``, the partial result."""
+    try:
+        old, new = pci_acs.write_ctrl(sysfs, entry["bdf"], offset, mask, value)
+    except pci_acs.AcsNotTaken as exc:
+        err = tx.abort(_describe_failure(entry, exc, sysfs))
+        raise ModuleFailure(err.full_message(), failed((entry["bdf"], "refused: %s" % exc, "0x%04x" % exc.got)))
+    except (OSError, IOError, pci_config.PciError) as exc:
+        err = tx.abort(_describe_failure(entry, exc, sysfs))
+        raise ModuleFailure(err.full_message(), failed(None))
+    tx.record("ACS Control of %s" % entry["bdf"], _undo(sysfs, entry["bdf"], offset, mask, old))
+    return old, new
 
 
 def _partial(result, entries, refused=None):
@@ -512,16 +522,8 @@ def _run_present(spec, paths, container, guarded, remembered, state_text, check_
         if check_mode:
             old, new = ctrl, ctrl & ~usable
         else:
-            try:
-                old, new = pci_acs.write_ctrl(sysfs, entry["bdf"], offset, usable, 0)
-            except pci_acs.AcsNotTaken as exc:
-                err = tx.abort(_describe_failure(entry, exc, sysfs))
-                raise ModuleFailure(err.full_message(), _partial(
-                    result, entries, (entry["bdf"], "refused: %s" % exc, "0x%04x" % exc.got)))
-            except (OSError, IOError, pci_config.PciError) as exc:
-                err = tx.abort(_describe_failure(entry, exc, sysfs))
-                raise ModuleFailure(err.full_message(), _partial(result, entries))
-            tx.record("ACS Control of %s" % entry["bdf"], _undo(sysfs, entry["bdf"], offset, usable, old))
+            old, new = _write(tx, sysfs, entry, offset, usable, 0,
+                              lambda refused: _partial(result, entries, refused))
         entry.update(ctrl_before="0x%04x" % old, ctrl_after="0x%04x" % new, cleared=pci_acs.names_of(old & ~new),
                      changed=old != new)
         if old != new:
@@ -608,16 +610,8 @@ def _run_absent(spec, paths, container, guarded, remembered, state_text, check_m
         if check_mode:
             old, new = int(entry["ctrl_before"], 16), target
         else:
-            try:
-                old, new = pci_acs.write_ctrl(sysfs, entry["bdf"], offset, mask, value)
-            except pci_acs.AcsNotTaken as exc:
-                err = tx.abort(_describe_failure(entry, exc, sysfs))
-                raise ModuleFailure(err.full_message(), _partial(
-                    result, entries, (entry["bdf"], "refused: %s" % exc, "0x%04x" % exc.got)))
-            except (OSError, IOError, pci_config.PciError) as exc:
-                err = tx.abort(_describe_failure(entry, exc, sysfs))
-                raise ModuleFailure(err.full_message(), _partial(result, entries))
-            tx.record("ACS Control of %s" % entry["bdf"], _undo(sysfs, entry["bdf"], offset, mask, old))
+            old, new = _write(tx, sysfs, entry, offset, mask, value,
+                              lambda refused: _partial(result, entries, refused))
         entry.update(ctrl_before="0x%04x" % old, ctrl_after="0x%04x" % new, changed=old != new)
     state_after = render_state(remaining) if remaining != remembered else state_text
     if not check_mode:

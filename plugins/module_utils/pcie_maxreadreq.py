@@ -336,15 +336,7 @@ def _label(entry):
 
 
 def _describe_failure(entry, exc, sysfs):
-    if isinstance(exc, (OSError, IOError)):
-        text = "failed to write Device Control of %s: %s" % (_label(entry), exc.strerror or exc)
-        mode = pci_config.lockdown(sysfs)
-        if mode:
-            text += " (kernel lockdown is %s: it forbids config space writes from user space)" % mode
-        elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            text += " (needs root and a read-write /sys)"
-        return text
-    return "%s %s" % (_label(entry), exc)
+    return pci_config.write_failure("Device Control", _label(entry), exc, sysfs)
 
 
 def _partial(result, entries):

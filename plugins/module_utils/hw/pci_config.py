@@ -156,6 +156,20 @@ def path_bridges(chain_a, chain_b):
     return chain_a[1 + shared:-1] + chain_b[1 + shared:-1]
 
 
+def write_failure(register, label, exc, sysfs=SYSFS):
+    """Why a config-space write of ``register`` on the device ``label`` names failed, for people:
+    an OSError with kernel lockdown or missing privileges named, anything else as it says."""
+    if isinstance(exc, (OSError, IOError)):
+        text = "failed to write %s of %s: %s" % (register, label, exc.strerror or exc)
+        mode = lockdown(sysfs)
+        if mode:
+            text += " (kernel lockdown is %s: it forbids config space writes from user space)" % mode
+        elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            text += " (needs root and a read-write /sys)"
+        return text
+    return "%s %s" % (label, exc)
+
+
 def devices_dir(sysfs=SYSFS):
     return os.path.join(sysfs, "bus", "pci", "devices")
 
