@@ -1,18 +1,19 @@
 """Fake config spaces and sysfs trees of real bridge shapes with an ACS capability.
 
-The shapes (vendor, device, port type, ACS offset, ACS Capability word) are those public
-``lspci -vvv`` dumps of these parts show; they were written from those dumps as remembered, not
-copied from a capture made in this session, so a capture from one of the fleet's machines should
-replace them when one is at hand (tests/unit/fixtures/pci, as for the H200s):
+The shapes (vendor, device, port type, ACS offset, ACS Capability word):
 
-- Broadcom/PLX PEX 8747 switch (10b5:8747), downstream port: ``Capabilities: [148 v1] Access
+- Broadcom/PLX PEX 87xx switch (10b5:8747), downstream port: ``Capabilities: [f24 v1] Access
   Control Services``, ``ACSCap: SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+
-  EgressCtrl+ DirectTrans+`` (0x007f); its upstream port has no ACS.
-- AMD root port (1022:1483, the Rome/Milan "Starship/Matisse GPP Bridge"): ``[2a0 v1] Access
-  Control Services``, ``SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl-
-  DirectTrans+`` (0x005f).
+  EgressCtrl+ DirectTrans+`` (0x007f), as public ``lspci -vvv`` dumps of PEX 8724/8749
+  downstream ports show it (linux-pci threads); its upstream port has no ACS here.
+- AMD root port (1022:1483, the "Starship/Matisse GPP Bridge"): ``[2a0 v1] Access Control
+  Services``, ``SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl-
+  DirectTrans+`` (0x005f), and ``ACSCtl: SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+`` as the
+  kernel leaves it with an IOMMU on, as dumps of these GPP bridges (and Raphael's) show.
 - Intel Sapphire Rapids root port (8086:352a): ``[220 v1] Access Control Services``,
   ``SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-`` (0x001f).
+  Not checked against a dump: replace it with a capture from the fleet when one is at hand
+  (tests/unit/fixtures/pci, as for the H200s).
 
 With an IOMMU on, the kernel (pci_std_enable_acs) sets SV, RR, CR and UF where advertised:
 ACS Control 0x001d, which every bridge here starts with.
@@ -22,7 +23,7 @@ from ansible_collections.gpufleet.tuning.tests.unit.pci_fake import (
     EXT_CAP_ID_ACS, EXT_CAP_ID_AER, Config, add_device, add_iommu_group, gpu_config)
 
 KERNEL_CTRL = 0x001D  # SV | RR | CR | UF
-PLX = dict(vendor=0x10B5, device=0x8747, acs_offset=0x148, capable=0x007F)
+PLX = dict(vendor=0x10B5, device=0x8747, acs_offset=0xF24, capable=0x007F)
 AMD = dict(vendor=0x1022, device=0x1483, acs_offset=0x2A0, capable=0x005F)
 INTEL = dict(vendor=0x8086, device=0x352A, acs_offset=0x220, capable=0x001F)
 H100 = 0x2330  # hopper gh100

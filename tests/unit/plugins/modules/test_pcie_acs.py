@@ -65,7 +65,7 @@ def test_check_mode_plans_and_writes_no_byte(switch, monkeypatch):
     dsp = by_bdf(result)[af.DSP0]
     assert {k: dsp[k] for k in ("vendor", "device", "port_type", "acs_offset", "capability", "ctrl_before",
                                 "ctrl_after", "cleared", "between", "reason")} == {
-        "vendor": "0x10b5", "device": "0x8747", "port_type": "switch downstream port", "acs_offset": "0x148",
+        "vendor": "0x10b5", "device": "0x8747", "port_type": "switch downstream port", "acs_offset": "0xf24",
         "capability": "0x007f", "ctrl_before": "0x001d", "ctrl_after": "0x0001",
         "cleared": ["request_redirect", "completion_redirect", "upstream_forwarding"], "between": [af.GPU0],
         "reason": None}
@@ -87,7 +87,7 @@ def test_apply_then_idempotent(switch, monkeypatch):
     changed = sorted(k for k in after if after[k] != before[k])
     assert len(changed) == 2 and all(af.DSP0 in k or af.DSP1 in k for k in changed)
     state = json.loads(read_bytes(paths.state))
-    assert state["bridges"][af.DSP0] == {"vendor": "0x10b5", "device": "0x8747", "offset": "0x148",
+    assert state["bridges"][af.DSP0] == {"vendor": "0x10b5", "device": "0x8747", "offset": "0xf24",
                                          "ctrl": "0x001d", "cleared": "0x001c"}
     rule = read_bytes(paths.rule).decode()
     assert 'KERNEL=="%s", ATTR{vendor}=="0x10b5", ATTR{device}=="0x8747"' % af.DSP0 in rule
@@ -120,9 +120,10 @@ def test_source_validation_only_when_asked_and_only_advertised_bits(tmp_path):
 
 
 def test_devices_on_a_machine_without_gpus(tmp_path):
-    """The test VM's shape: an e1000e and an NVMe behind two QEMU pcie-root-ports (1b36:000c)."""
+    """The test VM's shape: an e1000e and an NVMe behind two QEMU pcie-root-ports (1b36:000c,
+    ACS at 0x148 advertising SV TB RR CR UF DT: QEMU's pcie_acs_init, as molecule host-vm reads it)."""
     for rp, ep, cls in (("0000:00:02.0", "0000:01:00.0", 0x020000), ("0000:00:02.1", "0000:02:00.0", 0x010802)):
-        add_device(tmp_path, rp, af.acs_bridge(0x1B36, 0x000C, 0x148, 0x001F, port_type=4))
+        add_device(tmp_path, rp, af.acs_bridge(0x1B36, 0x000C, 0x148, 0x005F, port_type=4))
         add_device(tmp_path, ep, gpu_config(vendor=0x8086, device=0x10D3, class_code=cls), parents=[rp])
     paths = make_paths(tmp_path)
     result = pa.run({"devices": ["01:00.0", "02:00.0"], "persist": False}, paths=paths)
@@ -263,7 +264,7 @@ def test_absent_leaves_a_bridge_that_is_another_device_now(switch):
     ("not json", "is not valid JSON"),
     (json.dumps({"kind": "gpufleet.tuning.pcie_acs", "bridges": {"../../x": {}}}), "key '../../x' is not a PCI address"),
     (json.dumps({"kind": "gpufleet.tuning.pcie_acs", "bridges": {af.DSP0: {
-        "vendor": "0x10b5", "device": "0x8747", "offset": "0x148", "ctrl": "0x001d", "cleared": "0x0020"}}}),
+        "vendor": "0x10b5", "device": "0x8747", "offset": "0xf24", "ctrl": "0x001d", "cleared": "0x0020"}}}),
      "cleared 0x0020 holds bits this module never clears"),
     (json.dumps({"bridges": {}}), "is not a JSON object with kind"),
 ])

@@ -49,11 +49,11 @@ def test_write_ctrl_changes_only_the_masked_bits(tmp_path):
     af.switch_node(tmp_path)
     config = pc.config_path(sysfs(tmp_path), af.DSP0)
     before = read_bytes(config)
-    old, new = pci_acs.write_ctrl(sysfs(tmp_path), af.DSP0, 0x148, 0x001C, 0)
+    old, new = pci_acs.write_ctrl(sysfs(tmp_path), af.DSP0, af.PLX["acs_offset"], 0x001C, 0)
     assert (old, new) == (0x001D, 0x0001)
-    assert read_bytes(config) == with_word(before, 0x148 + 6, 0x0001)
-    assert pci_acs.write_ctrl(sysfs(tmp_path), af.DSP0, 0x148, 0x001C, 0) == (0x0001, 0x0001)
-    assert pci_acs.write_ctrl(sysfs(tmp_path), af.DSP0, 0x148, 0x001C, 0x001D) == (0x0001, 0x001D)
+    assert read_bytes(config) == with_word(before, af.PLX["acs_offset"] + 6, 0x0001)
+    assert pci_acs.write_ctrl(sysfs(tmp_path), af.DSP0, af.PLX["acs_offset"], 0x001C, 0) == (0x0001, 0x0001)
+    assert pci_acs.write_ctrl(sysfs(tmp_path), af.DSP0, af.PLX["acs_offset"], 0x001C, 0x001D) == (0x0001, 0x001D)
     assert read_bytes(config) == before
 
 
@@ -63,7 +63,7 @@ def test_write_ctrl_that_does_not_stick_is_put_back_and_reports_the_read_back(tm
     before = read_bytes(config)
     monkeypatch.setattr(pc, "_pwrite", lambda fd, payload, offset: 2)  # accepted, nothing changes
     with pytest.raises(pci_acs.AcsNotTaken) as exc:
-        pci_acs.write_ctrl(sysfs(tmp_path), af.DSP0, 0x148, 0x001C, 0)
+        pci_acs.write_ctrl(sysfs(tmp_path), af.DSP0, af.PLX["acs_offset"], 0x001C, 0)
     assert exc.value.got == 0x001D
     assert str(exc.value) == ("refused the write: ACS Control reads 0x001d after writing 0x0001 (was 0x001d); "
                               "the old word 0x001d was written back")
