@@ -60,9 +60,9 @@ def main():
             gpus[a].hold_methods = None
             figures = [runner.latency(gpus[a], gpus[b]) for _figure in range(args.figures)]
             values = [value for value, _used in figures]
-            print("%-8s %-26s %9.2f %9.2f %9.2f  %s" % ("%d->%d" % (a, b), method, min(values),
-                                                          statistics.median(values), max(values),
-                                                          ", ".join(sorted(set(used for _value, used in figures)))))
+            used = ", ".join(sorted(set(name for _value, name in figures)))
+            row = ("%d->%d" % (a, b), method, min(values), statistics.median(values), max(values), used)
+            print("%-8s %-26s %9.2f %9.2f %9.2f  %s" % row)
         runner._free_flag()  # pylint: disable=protected-access
     for gpu in gpus:
         gpu.release(driver)
