@@ -130,6 +130,9 @@ def compare_gpu(table, gpu_fact, gpu_xml):
                 int(number(width_max)) if width_max else None)
     bar1 = text(gpu_xml, "bar1_memory_usage/total")
     table.check(label + " BAR1 MiB", value(gpu_fact.get("bar1_mib")), int(number(bar1)) if bar1 else None)
+    mem_clock = text(gpu_xml, "max_clocks/mem_clock")
+    table.check(label + " max memory clock MHz", value(gpu_fact.get("memory_max_clock_mhz")),
+                int(number(mem_clock)) if mem_clock else None)
     for fact_key, tag in (("power_limit_w", "current_power_limit"), ("power_default_limit_w", "default_power_limit"),
                           ("power_min_limit_w", "min_power_limit"), ("power_max_limit_w", "max_power_limit")):
         raw = first(gpu_xml, "gpu_power_readings/" + tag, "power_readings/" + tag)

@@ -28,7 +28,7 @@ class Gpu:
 
     def __init__(self, bdf, name="NVIDIA H200", persistence=1, ecc=(1, 1), ecc_counts=None, retired=(0, 0),
                  retired_pending=0, remapped=(0, 0, 0, 0), clocks=0x1, power=(700000, 700000, 200000, 700000),
-                 temperature=35, bar1=256 * 1048576, links=()):
+                 temperature=35, bar1=256 * 1048576, links=(), memory=(6144, 3201)):
         self.bdf = bdf
         self.name = name
         self.persistence = persistence
@@ -42,6 +42,7 @@ class Gpu:
         self.power = power  # enforced, default, min, max (mW)
         self.temperature = temperature
         self.bar1 = bar1
+        self.memory = memory  # bus width (bits), maximum memory clock (MHz)
         self.links = links
 
     @property
@@ -189,6 +190,13 @@ class FakeNvmlLib:
     def nvmlDeviceGetTemperature(self, handle, sensor, out):
         assert isinstance(sensor, ctypes.c_int) and sensor.value == 0
         return self._out("nvmlDeviceGetTemperature", handle, out, self._gpu(handle).temperature)
+
+    def nvmlDeviceGetMemoryBusWidth(self, handle, out):
+        return self._out("nvmlDeviceGetMemoryBusWidth", handle, out, self._gpu(handle).memory[0])
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, clock, out):
+        assert isinstance(clock, ctypes.c_int) and clock.value == 2
+        return self._out("nvmlDeviceGetMaxClockInfo", handle, out, self._gpu(handle).memory[1])
 
     def nvmlDeviceGetBAR1MemoryInfo(self, handle, out):
         code = self._forced("nvmlDeviceGetBAR1MemoryInfo", handle)

@@ -114,6 +114,17 @@ def gather(paths, nvml=None):
             nvml.shutdown()
 
 
+def memory_bandwidth(width, clock):
+    """Peak memory bandwidth in GB/s from the bus width and the memory clock NVML reports: two
+    transfers per clock (NVML's memory clock is half the data rate for HBM and GDDR alike:
+    H100 SXM 5120 bits x 2619 MHz -> 3352 GB/s, H200 6144 x 3201 -> 4917, RTX 4090 384 x 10501
+    -> 1008, each its data-sheet figure). The single-stream decode ceiling divides it."""
+    if facts.value(width) is None or facts.value(clock) is None:
+        why = width.get("unknown") or clock.get("unknown")
+        return facts.unknown(DERIVED, "the memory bus width or clock is unknown: %s" % why)
+    return facts.fact(round(width["value"] / 8.0 * clock["value"] * 2e6 / 1e9, 1), DERIVED)
+
+
 def bus_order(bdf):
     """Sort key of a BDF by number (a 5-digit VMD domain sorts after domain 0000)."""
     domain, bus, rest = bdf.split(":")
@@ -361,6 +372,9 @@ class _Reader:
         query(["temperature_c"], "nvmlDeviceGetTemperature", nv.temperature_c, lambda v: v)
         query(["bar1_mib"], "nvmlDeviceGetBAR1MemoryInfo", nv.bar1_total_bytes,
               lambda v: _number(v / 1048576.0))
+        query(["memory_bus_width_bits"], "nvmlDeviceGetMemoryBusWidth", nv.memory_bus_width_bits, lambda v: v)
+        query(["memory_max_clock_mhz"], "nvmlDeviceGetMaxClockInfo", nv.memory_max_clock_mhz, lambda v: v)
+        found["memory_bandwidth_gbps"] = memory_bandwidth(found["memory_bus_width_bits"], found["memory_max_clock_mhz"])
         found["nvlink"] = self._nvlinks(handle, failure)
         return handle, found
 

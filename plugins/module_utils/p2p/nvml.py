@@ -59,6 +59,7 @@ TOPOLOGY_NAMES = {0: "internal", 10: "single", 20: "multiple", 30: "hostbridge",
 
 # nvmlMemoryErrorType_t, nvmlEccCounterType_t, nvmlTemperatureSensors_t, nvmlPageRetirementCause_t.
 NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_CLOCK_MEM = 2
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
 NVML_VOLATILE_ECC = 0
 NVML_AGGREGATE_ECC = 1
@@ -317,6 +318,13 @@ class Nvml:
 
     def temperature_c(self, dev):
         return self._uint("nvmlDeviceGetTemperature", dev, ctypes.c_int(NVML_TEMPERATURE_GPU))
+
+    def memory_bus_width_bits(self, dev):
+        return self._uint("nvmlDeviceGetMemoryBusWidth", dev)
+
+    def memory_max_clock_mhz(self, dev):
+        """The memory clock's maximum (nvmlDeviceGetMaxClockInfo, NVML_CLOCK_MEM), in MHz."""
+        return self._uint("nvmlDeviceGetMaxClockInfo", dev, ctypes.c_int(NVML_CLOCK_MEM))
 
     def bar1_total_bytes(self, dev):
         info = Bar1Memory()

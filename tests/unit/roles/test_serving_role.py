@@ -1,0 +1,86 @@
+"""The serving role run by ansible-playbook on this machine against the fault-injecting server:
+readiness, the benchmark before and after, benchmark.md/.json on the controller with the
+changes made in between, and the gate that fails the host when serving got slower.
+
+The two phases run as two playbook runs, as an operator would run them around a change made by
+hand; the after run finds the before run in benchmark-before.json."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
+from ansible_collections.gpufleet.tuning.tests.unit.serving_fake import FakeServer
+
+PLAY = """
+- hosts: node1
+  gather_facts: false
+  roles:
+    - role: gpufleet.tuning.serving
+      serving_phase: {phase}
+"""
+
+CHANGES = [{"area": "sysctl", "kind": "value", "target": "kernel.numa_balancing", "before": "1", "after": "0"}]
+
+
+def inventory(url, artifacts, **extra):
+    host = dict({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "serving_url": url, "serving_benchmark": True, "serving_artifacts_dir": str(artifacts),
+                 "serving_benchmark_concurrency": [1, 2], "serving_benchmark_requests": 3,
+                 "serving_benchmark_repeats": 3, "serving_benchmark_warmup": 1,
+                 "serving_benchmark_input_tokens": 16, "serving_benchmark_output_tokens": 12,
+                 "serving_active_params_billion": 1.0, "serving_memory_bandwidth_gbps": 4800,
+                 "host_changes": CHANGES}, **extra)
+    return {"all": {"hosts": {"node1": host}}}
+
+
+@pytest.fixture
+def fake():
+    with FakeServer(token_delay=0.004, health="empty") as server:
+        yield server
+
+
+def play(tmp_path, fake, phase, **extra):
+    work = tmp_path / phase
+    work.mkdir(exist_ok=True)
+    return run_playbook(work, inventory(fake.url, tmp_path / "artifacts", **extra), PLAY.format(phase=phase))
+
+
+def test_before_and_after_are_compared_on_the_controller(tmp_path, fake):
+    rc, out = play(tmp_path, fake, "before")
+    assert rc == 0, out
+    rc, out = play(tmp_path, fake, "after", serving_max_regression_pct=50)
+    assert rc == 0, out
+    folder = tmp_path / "artifacts" / "node1"
+    assert sorted(os.listdir(folder)) == ["benchmark-after.json", "benchmark-before.json", "benchmark.json", "benchmark.md"]
+    report = json.loads((folder / "benchmark.json").read_text())
+    assert report["comparable"] and report["host"] == "node1" and report["changes"] == CHANGES
+    assert [lv["concurrency"] for lv in report["levels"]] == [1, 2]
+    assert report["headline"]["before"] > 0 and report["headline"]["after"] > 0
+    assert report["gate"] == {"max_regression_pct": 50.0, "figures": ["decode_tokens_per_s", "output_tokens_per_s"],
+                              "failed": False, "reasons": []}
+    page = (folder / "benchmark.md").read_text()
+    assert page.startswith("# Inference benchmark: node1\n")
+    assert "**Single-stream decode: " in page and "## Concurrency 2" in page
+    assert "- sysctl value `kernel.numa_balancing`: 1 -> 0" in page
+    assert "tok/s ceiling" in page  # the efficiency against 1 B x 2 bytes at 4800 GB/s
+
+
+def test_the_gate_fails_the_host_when_serving_got_slower(tmp_path, fake):
+    rc, out = play(tmp_path, fake, "before")
+    assert rc == 0, out
+    fake.behaviour["token_delay"] = 0.02  # five times slower decoding after the "tuning"
+    rc, out = play(tmp_path, fake, "after", serving_max_regression_pct=10)
+    assert rc != 0
+    assert "Serving got slower after the tuning: concurrency 1 decode_tokens_per_s:" in out
+    assert "Changes made: kernel.numa_balancing" in out
+    report = json.loads((tmp_path / "artifacts" / "node1" / "benchmark.json").read_text())
+    assert report["gate"]["failed"] and report["headline"]["verdict"] == "worse"
+
+
+def test_a_server_that_is_not_ready_fails_the_check(tmp_path, fake):
+    fake.behaviour["ready_after"] = 600
+    rc, out = play(tmp_path, fake, "check", serving_ready_timeout_s=1, serving_ready_interval_s=0.5)
+    assert rc != 0 and "was not ready after 1 s" in out and "HTTP 503" in out
