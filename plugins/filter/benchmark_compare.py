@@ -163,9 +163,10 @@ def _gate(report, limit, figures):
             if found["verdict"] != "worse" or found["delta_pct"] is None or abs(found["delta_pct"]) <= limit:
                 continue
             gate["failed"] = True
-            gate["reasons"].append("concurrency %d %s: %s before, %s after (%+.1f %%, noise %.1f %%), worse than the "
-                                   "%g %% allowed" % (level["concurrency"], path, found["before"], found["after"],
-                                                       found["delta_pct"], found["noise_pct"] or 0.0, limit))
+            gate["reasons"].append(
+                "concurrency %d %s: %s before, %s after (%+.1f %%, noise %.1f %%), worse than the %g %% allowed"
+                % (level["concurrency"], path, found["before"], found["after"], found["delta_pct"],
+                   found["noise_pct"] or 0.0, limit))
     return gate
 
 

@@ -32,8 +32,9 @@ ARGUMENT_SPEC = dict(
     url=dict(type="str", required=True),
     model=dict(type="str"),
     endpoint=dict(type="str", default="chat", choices=["chat", "completions"]),
-    input_tokens=dict(type="int", default=128),
-    output_tokens=dict(type="int", default=128),
+    # no_log=False: "tokens" here are lengths, not credentials (validate-modules asks).
+    input_tokens=dict(type="int", default=128, no_log=False),
+    output_tokens=dict(type="int", default=128, no_log=False),
     requests=dict(type="int", default=8),
     concurrency=dict(type="list", elements="int", default=[1]),
     warmup=dict(type="int", default=2),
@@ -126,9 +127,9 @@ def run(params, check_mode=False, paths=None, tools=None):
 
     counter = load.TokenCounter(endpoint, model, min(30.0, params["timeout_s"]))
     words, measured = load.calibrated_words(counter, params["input_tokens"], params["seed"])
+    uncounted = "not counted: the server has no tokenize endpoint, one word is taken as one token"
     result["input"] = {"tokens_asked": params["input_tokens"], "words": words, "tokens_measured": measured,
-                       "counted_by": counter.source or "not counted: the server has no tokenize endpoint, "
-                                                          "one word is taken as one token"}
+                       "counted_by": counter.source or uncounted}
     workload = load.Workload(params["endpoint"], model, words, params["output_tokens"], params["ignore_eos"],
                              params["extra_body"], params["seed"])
     result["config"] = {key: params[key] for key in ("input_tokens", "output_tokens", "requests", "concurrency",

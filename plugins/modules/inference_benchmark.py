@@ -18,7 +18,7 @@ description:
   - The load is synthetic and the same for every run, so two runs compare. Prompts of
     O(input_tokens) tokens (corrected with the server's own tokenizer through C(/tokenize) or
     C(/extras/tokenize) where it has one; otherwise one word counts as one token, and
-    RV(input.counted_by) says so), different for every request so no prefix cache answers
+    RV(input) says so), different for every request so no prefix cache answers
     them. Output of exactly O(output_tokens) tokens, requested as C(max_tokens) with
     C(ignore_eos) and C(min_tokens) (O(ignore_eos)).
   - Tokens are counted as streamed, one per event carrying text, and checked against the

@@ -33,8 +33,8 @@ def test_the_serving_unit_runs_in_the_container(host):
 
 
 def test_both_runs_and_the_report_are_on_the_controller(artifacts):
-    assert sorted(os.listdir(artifacts)) == ["benchmark-after.json", "benchmark-before.json",
-                                             "benchmark.json", "benchmark.md"]
+    # (the audit of audit.yml writes its own files beside them)
+    assert {"benchmark-after.json", "benchmark-before.json", "benchmark.json", "benchmark.md"} <= set(os.listdir(artifacts))
 
 
 def test_before_and_after_measured_the_same_load(report):

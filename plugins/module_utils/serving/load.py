@@ -61,7 +61,7 @@ def _length(value):
 def prompt_words(count, seed):
     """``count`` words, the same for the same seed."""
     rng = random.Random(seed)
-    return " ".join(rng.choice(WORDS) for _ in range(max(1, count)))
+    return " ".join(rng.choice(WORDS) for _word in range(max(1, count)))
 
 
 class TokenCounter:
@@ -105,7 +105,7 @@ def calibrated_words(counter, target, seed):
     measured = counter.count(prompt_words(words, seed))
     if measured is None:
         return target, None
-    for _ in range(3):
+    for _attempt in range(3):
         if measured == target:
             return words, measured
         words = max(1, int(round(words * float(target) / measured)))
@@ -116,7 +116,7 @@ def calibrated_words(counter, target, seed):
     # towards the target and keep the closest count seen.
     best = (abs(measured - target), words, measured)
     step = 1 if measured < target else -1
-    for _ in range(8):
+    for _step in range(8):
         if measured == target or words + step < 1:
             break
         words += step
@@ -245,7 +245,7 @@ def run_level(endpoint, workload, requests, concurrency, timeout, first_index=0,
             with lock:
                 records.append(record)
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(concurrency, requests))]
+    threads = [threading.Thread(target=worker, daemon=True) for _worker in range(min(concurrency, requests))]
     start = clock()
     for thread in threads:
         thread.start()

@@ -46,6 +46,9 @@ PREFIXES = {
     ("host", "kernel_cmdline"): ("host_cmdline_",),
     ("verify", "p2p_bandwidth"): ("verify_p2p_",),
     ("container", "sysctl_profile"): ("container_sysctl_",),
+    # The server's address and model are shared; the benchmark's load has its own prefix.
+    ("serving", "serving_health"): ("serving_", "serving_ready_"),
+    ("serving", "inference_benchmark"): ("serving_", "serving_benchmark_"),
     ("container", "memlock_info"): ("container_memlock_",),
 }
 
