@@ -68,9 +68,9 @@ def main():
         with open(args.model_json) as handle:
             model = json.load(handle)
         # Express the bytes a token reads as "parameters x bytes" so the module's formula holds.
-        params_billion = model["bytes_read_per_token"] / bytes_per_param / 1e9
+        params_billion = model["weight_bytes_per_decoded_token"] / bytes_per_param / 1e9
         basis = "%s: %d parameters, %d bytes read per token" % (
-            os.path.basename(args.model_json), model["parameters"], model["bytes_read_per_token"])
+            os.path.basename(args.model_json), model["parameters"], model["weight_bytes_per_decoded_token"])
     bandwidth, source = args.bandwidth_gbps, "given"
     if bandwidth is None:
         bandwidth, source = bandwidth_from_facts()

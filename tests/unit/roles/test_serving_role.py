@@ -10,6 +10,7 @@ import os
 import sys
 
 import pytest
+import yaml
 
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
 from ansible_collections.gpufleet.tuning.tests.unit.serving_fake import FakeServer
@@ -84,3 +85,25 @@ def test_a_server_that_is_not_ready_fails_the_check(tmp_path, fake):
     fake.behaviour["ready_after"] = 600
     rc, out = play(tmp_path, fake, "check", serving_ready_timeout_s=1, serving_ready_interval_s=0.5)
     assert rc != 0 and "was not ready after 1 s" in out and "HTTP 503" in out
+
+
+def test_the_tune_playbook_benchmarks_around_the_tuning():
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "playbooks", "tune.yml")) as handle:
+        play = yaml.safe_load(handle)[0]
+    order = [(entry["role"], entry.get("serving_phase")) for entry in play["roles"]]
+    assert order == [("gpufleet.tuning.audit", None), ("gpufleet.tuning.serving", "before"),
+                     ("gpufleet.tuning.host", None), ("gpufleet.tuning.verify", None),
+                     ("gpufleet.tuning.serving", "after")]
+    for entry in play["roles"][1::3]:
+        assert entry["when"] == "gpufleet_benchmark | default(false) | bool"
+        assert set(entry["tags"]) == {"runtime", "serving", "benchmark"}
+
+
+def test_the_reboot_path_uses_the_serving_role_s_readiness():
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "host", "tasks", "reboot.yml")) as handle:
+        text = handle.read()
+    assert "ansible.builtin.uri" not in text
+    block = next(task for task in yaml.safe_load(text) if "block" in task)["block"]
+    check = next(task for task in block if task["name"] == "Check the serving endpoint answers")
+    assert check["ansible.builtin.include_role"]["name"] == "gpufleet.tuning.serving"
+    assert check["ansible.builtin.include_role"]["tasks_from"] == "serving_health"
