@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(REPO, ".collections"))
 # pylint: disable=wrong-import-position
 from ansible_collections.gpufleet.tuning.plugins.module_utils import inference_benchmark  # noqa: E402
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import gpu_facts  # noqa: E402
+from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import load, openai_http  # noqa: E402
 
 
 def bandwidth_from_facts():
@@ -60,6 +61,8 @@ def main():
     parser.add_argument("--requests", type=int, default=8)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--server-timings", type=int, default=0, metavar="N",
+                        help="then N single requests read llama.cpp's own timings.predicted_per_second")
     parser.add_argument("--out")
     args = parser.parse_args()
 
@@ -97,16 +100,37 @@ def main():
             level["concurrency"], _spread(s["output_tokens_per_s"]), _spread(s["decode_tokens_per_s"]),
             _spread(s["ttft_ms.p50"]), "%s / %s" % (s["itl_ms.p50"]["median"], s["itl_ms.p99"]["median"])))
     eff = result["efficiency"]
-    print("efficiency: %s" % (("%.1f %% (%s tok/s of %s)" % (eff["percent"], eff["decode_tokens_per_s"],
-                                                               eff["formula"])) if eff.get("percent") is not None
-                              else eff.get("reason")))
+    if eff.get("percent") is not None:
+        print("efficiency: %.1f %% (%s tok/s of %s)" % (eff["percent"], eff["decode_tokens_per_s"], eff["formula"]))
+    else:
+        print("efficiency: %s" % eff.get("reason"))
     print("tokens: %s" % json.dumps(result["tokens"]))
     for warning in result.get("warnings", []):
         print("warning: %s" % warning)
+    if args.server_timings:
+        own = server_timings(args, result)
+        print("llama.cpp's own decode timer, %d single requests: %s tok/s (median %.1f); the module: %s tok/s"
+              % (len(own), own, sorted(own)[len(own) // 2], result["single_stream"]["decode_tokens_per_s"]["median"]))
+        result["server_timings_predicted_per_second"] = own
     if args.out:
         with open(args.out, "w") as handle:
             json.dump(result, handle, indent=1)
     return 0
+
+
+def server_timings(args, result):
+    """llama.cpp's server reports its own decode rate (``timings.predicted_per_second``) on the
+    last event of a stream: an independent measure of what the module derives from arrival times."""
+    endpoint = openai_http.Endpoint(args.url)
+    workload = load.Workload("chat", result["model"], result["input"]["words"], args.output_tokens, True, {}, 99)
+    rates = []
+    for index in range(args.server_timings):
+        seen = {}
+        openai_http.stream(endpoint, workload.path, workload.body(index), 600,
+                           lambda event, _at: seen.update(event.get("timings") and {"t": event["timings"]} or {}))
+        if "t" in seen:
+            rates.append(round(seen["t"]["predicted_per_second"], 1))
+    return rates
 
 
 def _spread(summary):

@@ -141,9 +141,13 @@ options:
     type: int
     default: 1
   seed:
-    description: Seed of the synthetic prompts; the same seed sends the same prompts.
+    description:
+      - Seed of the synthetic prompts; the same seed sends the same prompts (RV(input) gives the
+        seed used).
+      - Unset draws a new seed every run, so a server's prompt cache cannot answer one run's
+        prompts from an earlier run's (a before/after comparison would show a time-to-first-token
+        gain that is not there).
     type: int
-    default: 0
 notes:
   - Run time is about (O(warmup) + O(repeats) x the requests of all levels) x the time of one
     request; see RV(elapsed_s).
@@ -242,7 +246,7 @@ health:
 input:
   description:
     - C(tokens_asked), C(words) sent per prompt, C(tokens_measured) by the server's tokenizer
-      (null without one) and C(counted_by).
+      (null without one), C(counted_by) and the prompts' C(seed).
   returned: when the server was ready
   type: dict
 config:

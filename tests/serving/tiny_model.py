@@ -18,7 +18,8 @@ Both come from one constant feature: dimension 0 of every embedding is 1 and no 
 to it, so after the final norm it is a large positive value; the output rows give it weight
 +BIAS for the allowed tokens and -BIAS for all others (EOS, bytes, word prefixes).
 
-Usage: ``python tiny_model.py FOLDER`` or ``write_model(folder)``. Needs numpy and gguf
+Usage: ``python tiny_model.py FOLDER [HIDDEN LAYERS FEED_FORWARD]`` or ``write_model(folder)``
+(after ``resize()`` for another size). Needs numpy and gguf
 (both in the serving venv). Deterministic: the same files every time.
 """
 
@@ -28,6 +29,8 @@ import sys
 
 import numpy as np
 import gguf
+
+from byte_level import bytes_to_unicode, encode_text  # tests/serving, beside this file
 
 ALIAS = "tiny"
 GGUF_NAME = "tiny.gguf"
@@ -57,25 +60,6 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}"
 )
-
-
-def bytes_to_unicode():
-    """GPT-2's map of the 256 bytes to printable characters (byte-level BPE's alphabet)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + list(range(ord("\xae"), ord("\xff") + 1))
-    chars = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            chars.append(256 + extra)
-            extra += 1
-    return dict(zip(printable, (chr(c) for c in chars)))
-
-
-def encode_text(text):
-    """Text in byte-level BPE's alphabet (a space becomes 'Ġ')."""
-    table = bytes_to_unicode()
-    return "".join(table[b] for b in text.encode("utf-8"))
 
 
 def build_vocab():
@@ -221,11 +205,23 @@ def write_model(folder):
     return path
 
 
+def resize(hidden, layers, feed_forward):
+    """Change the model's size for the next write_model (a benchmark wants a server slow enough
+    that a client's own per-token cost is small beside the model's time per token)."""
+    global HIDDEN, LAYERS, FEED_FORWARD  # pylint: disable=global-statement
+    if hidden % HEADS or hidden < 2 * HEADS or layers < 1 or feed_forward < 1:
+        raise ValueError("hidden must be a multiple of %d (at least %d), layers and feed_forward at least 1"
+                         % (HEADS, 2 * HEADS))
+    HIDDEN, LAYERS, FEED_FORWARD = hidden, layers, feed_forward
+
+
 def main(argv):
-    """CLI: python tiny_model.py FOLDER."""
-    if len(argv) != 1:
-        sys.stderr.write("usage: tiny_model.py FOLDER\n")
+    """CLI: python tiny_model.py FOLDER [HIDDEN LAYERS FEED_FORWARD]."""
+    if len(argv) not in (1, 4):
+        sys.stderr.write("usage: tiny_model.py FOLDER [HIDDEN LAYERS FEED_FORWARD]\n")
         return 2
+    if len(argv) == 4:
+        resize(*(int(value) for value in argv[1:]))
     print(write_model(argv[0]))
     return 0
 

@@ -35,7 +35,9 @@ def test_a_measurement_with_levels_repeats_and_the_ceiling(fake):
     assert result["efficiency"]["ceiling_tokens_per_s"] == 2400.0
     assert result["efficiency"]["percent"] == pytest.approx(100.0 * decode["median"] / 2400.0, abs=0.01)
     assert result["single_stream"]["goodput_requests_per_s"]["median"] > 0
+    seed = result["input"].pop("seed")
     assert result["input"] == {"tokens_asked": 16, "words": 16, "tokens_measured": 16, "counted_by": "server /tokenize"}
+    assert isinstance(seed, int)
     assert result["tokens"]["short_outputs"] == 0 and result["tokens"]["requests"] == 2 * (3 + 3 + 4)
     # warm-up 1 + 2 repeats x (3 + 3 + 4) requests, every one to the chat endpoint
     posts = [body for method, path, body in fake.seen if path == "/v1/chat/completions"]
@@ -111,3 +113,20 @@ def test_bad_input_is_refused_before_any_request(fake, params, text):
         ib.run(dict({"url": fake.url}, **params))
     assert text in exc.value.message
     assert fake.seen == []
+
+
+def prompts_of(fake):
+    return [body["messages"][0]["content"] for _m, path, body in fake.seen if path == "/v1/chat/completions"]
+
+
+def test_each_run_sends_new_prompts_unless_seeded(fake):
+    """A server's prompt cache must not answer a later run from an earlier one's prompts."""
+    run(dict(QUICK, url=fake.url, repeats=1))
+    first = prompts_of(fake)
+    del fake.seen[:]
+    run(dict(QUICK, url=fake.url, repeats=1))
+    assert not set(first) & set(prompts_of(fake))
+    del fake.seen[:]
+    seeded = [run(dict(QUICK, url=fake.url, repeats=1, seed=5))["input"]["seed"] for _run in range(2)]
+    assert seeded == [5, 5]
+    assert prompts_of(fake)[:4] == prompts_of(fake)[4:]
