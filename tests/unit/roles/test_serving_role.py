@@ -107,3 +107,35 @@ def test_the_reboot_path_uses_the_serving_role_s_readiness():
     check = next(task for task in block if task["name"] == "Check the serving endpoint answers")
     assert check["ansible.builtin.include_role"]["name"] == "gpufleet.tuning.serving"
     assert check["ansible.builtin.include_role"]["tasks_from"] == "serving_health"
+
+
+REBOOT_CHECK = """
+- hosts: node1
+  gather_facts: false
+  tasks:
+    - name: The reboot path's readiness check, as roles/host/tasks/reboot.yml includes it
+      ansible.builtin.include_role:
+        name: gpufleet.tuning.serving
+        tasks_from: serving_health
+      vars:
+        serving_url: "{{ host_serving_url }}"
+        serving_unit_host: ""
+        serving_ready_timeout_s: "{{ host_serving_health_retries | int * host_serving_health_delay | int }}"
+        serving_ready_interval_s: "{{ host_serving_health_delay }}"
+    - name: Show how it decided
+      ansible.builtin.debug:
+        msg: "ready via {{ serving_health.via }} after {{ serving_health.attempts }} probes"
+"""
+
+
+def test_the_reboot_path_check_waits_for_a_server_that_is_still_loading(tmp_path, fake):
+    """An empty /health body once loaded (vLLM's), 503 while loading: ready after some probes."""
+    fake.behaviour["ready_after"] = 2.0
+    inv = {"all": {"hosts": {"node1": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                       "host_serving_url": fake.url, "host_serving_health_retries": 20,
+                                       "host_serving_health_delay": 1}}}}
+    rc, out = run_playbook(tmp_path, inv, REBOOT_CHECK)
+    assert rc == 0, out
+    assert "ready via /health after" in out
+    probes = [path for method, path, _body in fake.seen if path == "/health"]
+    assert len(probes) >= 2
