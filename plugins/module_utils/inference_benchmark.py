@@ -21,9 +21,9 @@ from __future__ import annotations
 import random
 import time
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import numbers
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.spec import with_defaults
-from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p.p2p_plan import PlanError, finite_number
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import health
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import load
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import stats
@@ -86,12 +86,10 @@ def validate(params):
         value = params[name]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ModuleFailure("%s=%r is out of range: give a whole number from %d to %d" % (name, value, low, high))
-    for name, (low, high, low_open) in FLOAT_RANGES.items():
-        if params[name] is not None:
-            try:
-                params[name] = finite_number(name, params[name], low, high, low_open)
-            except PlanError as exc:
-                raise ModuleFailure(str(exc))
+    try:
+        numbers.finite_options(params, FLOAT_RANGES)
+    except numbers.NumberError as exc:
+        raise ModuleFailure(str(exc))
     levels = params["concurrency"]
     if not levels:
         raise ModuleFailure("concurrency=[] is empty: give the levels to measure, such as [1, 4, 16]")

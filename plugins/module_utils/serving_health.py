@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import time
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import numbers
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.spec import with_defaults
-from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p.p2p_plan import PlanError, finite_number
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import health
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving.openai_http import Endpoint
 
@@ -38,11 +38,10 @@ RANGES = {"timeout_s": (0.0, 86400.0, False), "interval_s": (0.0, 3600.0, True),
 
 def validate(params):
     params = with_defaults(ARGUMENT_SPEC, params)
-    for name, (low, high, low_open) in RANGES.items():
-        try:
-            params[name] = finite_number(name, params[name], low, high, low_open)
-        except PlanError as exc:
-            raise ModuleFailure(str(exc))
+    try:
+        numbers.finite_options(params, RANGES, optional=False)
+    except numbers.NumberError as exc:
+        raise ModuleFailure(str(exc))
     if params["model"] is not None and not params["model"].strip():
         raise ModuleFailure("model=%r is empty: give the model id /v1/models should list, or leave it out" % params["model"])
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.numbers import NumberError, finite_number
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config
 
 LINK_TYPES = ("nvlink", "pcie", "unknown")
@@ -40,8 +41,9 @@ MATRICES = (
 )
 
 
-class PlanError(ValueError):
-    """Bad input: the message names the value and what is accepted."""
+# Bad input: the message names the value and what is accepted. The number checks live in
+# common/numbers.py (the serving engines use them too); their error is this module's PlanError.
+PlanError = NumberError
 
 
 def normalize_bdf(text):
@@ -114,35 +116,6 @@ def estimate_seconds(n_gpus, size_bytes, repetitions, warmup, staged, latency_it
     if staged:
         per_pair += 3.0 * copies * size_bytes / (staged_gbps * 1e9)
     return n_gpus * per_gpu_setup_s + pairs * per_pair
-
-
-def finite_number(name, value, low, high, low_open=False):
-    """``value`` (a number or its text) as a float within [low, high] (or (low, high] with
-    ``low_open``); PlanError naming ``name`` and the value otherwise.
-
-    Refused: booleans, text that is not a number, NaN, infinities (also "1e999", which float()
-    turns into inf) and integers too large for a float.
-    """
-    if low_open:
-        wanted = "a finite number greater than %g and at most %g" % (low, high)
-    else:
-        wanted = "a finite number from %g to %g" % (low, high)
-    shown = repr(value)
-    if len(shown) > 40:
-        shown = shown[:20] + "..." + shown[-8:]
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise PlanError("%s=%s is not a number: give %s" % (name, shown, wanted))
-    try:
-        number = float(value)
-    except ValueError:
-        raise PlanError("%s=%s is not a number: give %s" % (name, shown, wanted))
-    except OverflowError:
-        raise PlanError("%s=%s is out of range: give %s" % (name, shown, wanted))
-    if not math.isfinite(number):
-        raise PlanError("%s=%s is not a finite number: give %s" % (name, shown, wanted))
-    if number < low or (low_open and number == low) or number > high:
-        raise PlanError("%s=%s is out of range: give %s" % (name, shown, wanted))
-    return number
 
 
 def parse_threshold(name, value, limits=None):
