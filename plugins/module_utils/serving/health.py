@@ -116,7 +116,7 @@ def wait(endpoint, model=None, timeout=60.0, interval=2.0, request_timeout=5.0,
     attempts = 0
     while True:
         attempts += 1
-        found = probe(endpoint, model, min(request_timeout, max(timeout, request_timeout)))
+        found = probe(endpoint, model, request_timeout)
         elapsed = clock() - start
         if found["ready"] or elapsed + interval > timeout:
             found.update(attempts=attempts, elapsed_s=round(elapsed, 3))
