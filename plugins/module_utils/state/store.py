@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node's record of what this collection changed: /var/lib/gpufleet-tuning/state.json.
+
+Why on the node and not on the controller: the node is what a revert acts on, a fleet is
+reverted by whatever controller is at hand, and the record must survive the run that wrote
+it. Why the whole before-content of files and not a digest: a revert must write it back. The
+file is root's alone (0600), since config files can hold secrets.
+
+Shape::
+
+    {"version": 1,
+     "items": {"sysctl:vm.swappiness": {"key", "how", "target", "area", "reboot", "before",
+                                         "after", "applied", "first_run", "first_time",
+                                         "last_run", "last_time"}, ...},
+     "runs": [{"run", "time", "action", "items"}, ...]}   # the last RUNS_KEPT runs
+
+The first ``before`` wins: an item already recorded keeps its before when a later run plans or
+changes it again, so a revert goes back to the node as it was before the collection first
+touched it. ``applied`` says a run really changed the item (planned items that a failed run
+rolled back, or reboot-required ones never applied, stay unapplied).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+
+STATE_PATH = "/var/lib/gpufleet-tuning/state.json"
+VERSION = 1
+RUNS_KEPT = 50
+MODE = 0o600
+
+
+class StoreError(Exception):
+    """The state file cannot be read or is not this collection's; the message names it."""
+
+
+def empty():
+    return {"version": VERSION, "items": {}, "runs": []}
+
+
+def load(path):
+    """The state in ``path``; an empty state when the file does not exist."""
+    try:
+        data = fileops.read_bytes(path)
+    except OSError as exc:
+        raise StoreError("cannot read the state file %s: %s" % (path, fileops.describe(exc)))
+    if data is None:
+        return empty()
+    try:
+        state = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreError("the state file %s is not valid JSON (%s); move it aside to start a new record, "
+                         "knowing that a revert then cannot go back past it" % (path, exc))
+    if not isinstance(state, dict) or not isinstance(state.get("items"), dict) or state.get("version") != VERSION:
+        raise StoreError("the state file %s is not a version %d gpufleet-tuning state (items map missing or "
+                         "another version)" % (path, VERSION))
+    state.setdefault("runs", [])
+    return state
+
+
+def dump(state):
+    """The bytes written: stable key order, so an unchanged state is byte for byte the same."""
+    return (json.dumps(state, indent=1, sort_keys=True) + "\n").encode("utf-8")
+
+
+def save(path, state):
+    """Write atomically, mode 0600, creating /var/lib/gpufleet-tuning when needed."""
+    fileops.write_atomic(path, dump(state), mode=MODE)
+
+
+def note_run(state, run, time, action, keys):
+    """Append one line of history; the oldest lines go past RUNS_KEPT."""
+    state["runs"].append({"run": run, "time": time, "action": action, "items": sorted(keys)})
+    del state["runs"][:-RUNS_KEPT]
+
+
+def add_planned(state, items, run, time):
+    """Record the items a run is about to change, before it changes them; return the new keys."""
+    added = []
+    for item in items:
+        if item["key"] in state["items"]:
+            continue
+        entry = dict(item)
+        entry.update({"after": None, "applied": False, "first_run": run, "first_time": time,
+                      "last_run": None, "last_time": None})
+        state["items"][item["key"]] = entry
+        added.append(item["key"])
+    return added
+
+
+def add_applied(state, items, run, time):
+    """Record what a run changed: the after of known items; new ones with the record's before
+    (a value, a module state, or a file that did not exist; a file's earlier content is known
+    only when its plan was recorded first). Returns (new keys, updated keys)."""
+    added, updated = [], []
+    for item in items:
+        entry = state["items"].get(item["key"])
+        if entry is None:
+            entry = dict(item)
+            entry.update({"first_run": run, "first_time": time})
+            state["items"][item["key"]] = entry
+            added.append(item["key"])
+        elif entry.get("after") == item["after"] and entry.get("applied"):
+            continue
+        else:
+            updated.append(item["key"])
+        entry.update({"after": item["after"], "applied": True, "last_run": run, "last_time": time})
+    return added, updated
+
+
+def restorable(entry):
+    """False for a file whose earlier content was never captured (only its digest is known)."""
+    before = entry.get("before")
+    return not (entry["how"] == "file" and isinstance(before, dict) and "content_b64" not in before
+                and "link" not in before)
+
+
+def exists(path):
+    return os.path.exists(path)
