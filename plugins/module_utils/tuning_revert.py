@@ -41,6 +41,7 @@ ARGUMENT_SPEC = dict(
     areas=dict(type="list", elements="str", default=[]),
     reboot_required=dict(type="bool", default=True),
     run_id=dict(type="str"),
+    only_run=dict(type="str"),
 )
 
 
@@ -49,19 +50,28 @@ def validate(params):
     unknown = [area for area in params["areas"] if area not in AREAS]
     if unknown:
         raise ModuleFailure("areas: unknown %s (known: %s)" % (", ".join(repr(a) for a in unknown), ", ".join(AREAS)))
+    if params["only_run"] is not None and not params["only_run"].strip():
+        raise ModuleFailure("only_run=%r is empty: give the run id to undo, or leave it out to revert everything"
+                            % params["only_run"])
     return params
 
 
 def selected(state, params):
-    """The recorded items this revert covers, in restore order."""
+    """``(entry, value to put back)`` for every recorded item this revert covers, in restore
+    order: the first before, or with ``only_run`` what that run found, for the items it changed."""
     chosen = []
     for entry in state["items"].values():
         if params["areas"] and entry["area"] not in params["areas"]:
             continue
         if entry.get("reboot") and not params["reboot_required"]:
             continue
-        chosen.append(entry)
-    return sorted(chosen, key=lambda e: (_ORDER.get(e["how"], 9), e["key"]))
+        if params["only_run"] is None:
+            chosen.append((entry, entry.get("before")))
+            continue
+        target, touched = store.run_target(entry, params["only_run"])
+        if touched:
+            chosen.append((entry, target))
+    return sorted(chosen, key=lambda pair: (_ORDER.get(pair[0]["how"], 9), pair[0]["key"]))
 
 
 def run(params, check_mode=False, paths=None, tools=None):
@@ -71,38 +81,42 @@ def run(params, check_mode=False, paths=None, tools=None):
         state = store.load(params["path"])
     except store.StoreError as exc:
         raise ModuleFailure(str(exc))
-    result = {"changed": False, "path": params["path"], "restored": [], "already": [], "not_restorable": [],
-              "pending_reboot": [], "reboot_required": False, "commands": [], "changes": [], "warnings": []}
-    todo = []
-    for entry in selected(state, params):
+    result = {"changed": False, "path": params["path"], "only_run": params["only_run"], "restored": [],
+              "already": [], "not_restorable": [], "pending_reboot": [], "reboot_required": False, "commands": [],
+              "changes": [], "warnings": []}
+    todo, settled = [], []
+    for entry, target in selected(state, params):
+        goal = dict(entry, before=target)
         try:
             current = state_items.read_current(entry, paths)
         except state_items.ItemError as exc:
             raise ModuleFailure("nothing was reverted: %s" % exc, result)
-        if state_items.same(entry, current, entry["before"]):
+        if state_items.same(entry, current, target):
             result["already"].append(entry["key"])
-        elif not store.restorable(entry):
-            result["not_restorable"].append(_shown(entry, current))
+            settled.append(goal)
+        elif not store.restorable(entry, target, use_before=True):
+            result["not_restorable"].append(_shown(goal, current))
         else:
-            todo.append((entry, current))
-    result["restored"] = [_shown(entry, current) for entry, current in todo]
-    result["pending_reboot"] = sorted(e["target"] for e, _ in todo if e.get("reboot"))
+            todo.append((goal, current))
+    result["restored"] = [_shown(goal, current) for goal, current in todo]
+    result["pending_reboot"] = sorted(g["target"] for g, _ in todo if g.get("reboot"))
     result["reboot_required"] = bool(result["pending_reboot"])
-    result["changes"] = [_record(entry, current) for entry, current in todo]
-    result["diff"] = [diffs.values_diff(dict((e["key"], _text(e, c)) for e, c in todo),
-                                        dict((e["key"], _text(e, e["before"])) for e, _ in todo), "gpufleet-tuning revert")]
-    result["commands"] = [" ".join(argv) for argv in _followups([e for e, _ in todo], tools)]
+    result["changes"] = [_record(goal, current) for goal, current in todo]
+    result["diff"] = [diffs.values_diff(dict((g["key"], _text(g, c)) for g, c in todo),
+                                        dict((g["key"], _text(g, g["before"])) for g, _ in todo), "gpufleet-tuning revert")]
+    result["commands"] = [" ".join(argv) for argv in _followups([g for g, _ in todo], tools)]
     if result["not_restorable"]:
         result["warnings"].append("left as they are (their content before the first change was never recorded): %s"
                                   % ", ".join(item["target"] for item in result["not_restorable"]))
-    forget = [e["key"] for e, _ in todo] + result["already"]
-    result["changed"] = bool(todo) or bool(forget)
-    if check_mode or not result["changed"]:
+    settled += [goal for goal, _ in todo]
+    result["changed"] = bool(settled)
+    if check_mode or not settled:
         return result
     _apply(todo, paths, tools, result)
-    for key in forget:
-        del state["items"][key]
-    store.note_run(state, params["run_id"] or new_run_id(), now_text(), "revert", forget)
+    _forget(state, settled, params["only_run"])
+    store.note_run(state, params["run_id"] or new_run_id(), now_text(),
+                   "revert" if params["only_run"] is None else "revert run %s" % params["only_run"],
+                   [g["key"] for g in settled])
     try:
         store.save(params["path"], state)
     except OSError as exc:
@@ -110,6 +124,18 @@ def run(params, check_mode=False, paths=None, tools=None):
                                   "revert will find the items already back and change nothing"
                                   % fileops.describe(exc))
     return result
+
+
+def _forget(state, settled, only_run):
+    """Items back at their first before leave the record; after undoing one run, an item an
+    earlier run had changed stays, now expected at the value that run left."""
+    for goal in settled:
+        entry = state["items"][goal["key"]]
+        if only_run is None or entry.get("first_run") == only_run:
+            del state["items"][goal["key"]]
+            continue
+        entry["after"] = state_items.file_digest(goal["before"]) if entry["how"] == "file" else goal["before"]
+        entry.pop("run_before", None)
 
 
 def _apply(todo, paths, tools, result):

@@ -45,6 +45,7 @@ ARGUMENT_SPEC = dict(
     run_id=dict(type="str"),
     planned=dict(type="list", elements="raw", default=[]),
     applied=dict(type="list", elements="raw", default=[]),
+    prune=dict(type="bool", default=False),
 )
 
 
@@ -70,8 +71,10 @@ def validate(params):
             if not records.is_record(item):
                 raise ModuleFailure("%s[%d] is not a change record (keys %s, kind one of %s): %r"
                                     % (name, index, ", ".join(records.KEYS), ", ".join(records.KINDS), item))
-    if params["mode"] == "drift" and (params["planned"] or params["applied"]):
-        raise ModuleFailure("mode=drift only reads: planned and applied are for mode=record")
+    if params["mode"] == "drift" and (params["planned"] or params["applied"] or params["prune"]):
+        raise ModuleFailure("mode=drift only reads: planned, applied and prune are for mode=record")
+    if params["prune"] and params["run_id"] is None:
+        raise ModuleFailure("prune=true needs the run_id whose planned items it drops")
     return params
 
 
@@ -106,21 +109,23 @@ def _record(params, state, paths, check_mode):
     planned = items_of(params["planned"], paths)
     applied = items_of(params["applied"], paths)
     for item in planned:
-        if item["how"] == "file" and item["key"] not in state["items"]:
+        if item["how"] == "file":
             try:
                 item["before"] = state_items.file_snapshot(item["target"], item.get("link", False))
             except state_items.ItemError as exc:
                 raise ModuleFailure("nothing was recorded: %s" % exc)
-    added = store.add_planned(state, planned, run_id, time)
+    added, marked = store.add_planned(state, planned, run_id, time)
     added_applied, updated = store.add_applied(state, applied, run_id, time)
     added += added_applied
-    if added or updated:
-        store.note_run(state, run_id, time, "record", added + updated)
+    dropped = store.prune_planned(state, run_id, set(i["key"] for i in applied)) if params["prune"] else []
+    added = [key for key in added if key not in dropped]
+    if added or updated or dropped or marked:
+        store.note_run(state, run_id, time, "record", added + updated + marked)
     new_bytes = store.dump(state)
-    changed = bool(added or updated)
+    changed = bool(added or updated or dropped or marked)
     result = {
         "changed": changed, "run_id": run_id, "path": params["path"],
-        "recorded": sorted(added), "updated": sorted(updated),
+        "recorded": sorted(added), "updated": sorted(updated), "dropped": sorted(dropped),
         "items": len(state["items"]),
         "not_restorable": sorted(key for key, entry in state["items"].items() if not store.restorable(entry)),
         "changes": [records.file_change(AREA, params["path"], old_bytes, new_bytes, None, store.MODE)] if changed else [],

@@ -58,12 +58,24 @@ options:
   run_id:
     description: The id kept in the state's history for this revert; a new one when left out.
     type: str
+  only_run:
+    description:
+      - Undo only what the run of this id changed, back to what that run found - its before for
+        items it changed first, else the value an earlier run had left (a file's earlier content
+        only when that run's plan recorded it). A rollout reverts a failing host this way, so
+        what earlier runs tuned stays tuned.
+      - Left out, everything recorded goes back to its value before the collection first changed it.
+    type: str
 """
 
 EXAMPLES = r"""
 - name: Put the node back as it was before the tuning
   gpufleet.tuning.tuning_revert:
   register: revert
+
+- name: Undo one run only (a rollout's automatic revert of a failing host)
+  gpufleet.tuning.tuning_revert:
+    only_run: "{{ gpufleet_run_id }}"
 
 - name: Only the runtime items of the sysctl and PCIe areas
   gpufleet.tuning.tuning_revert:
@@ -113,6 +125,10 @@ changes:
        "after": null}
 path:
   description: The state file.
+  returned: always
+  type: str
+only_run:
+  description: The run undone (O(only_run)); null for a full revert.
   returned: always
   type: str
 restored:

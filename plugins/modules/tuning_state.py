@@ -67,6 +67,14 @@ options:
     type: list
     elements: raw
     default: []
+  prune:
+    description:
+      - Drop the items O(run_id) planned and did not apply (a part with nothing to do, one a
+        failure rolled back, reboot-required parts of a runtime-only run), so that their
+        before is taken again by the run that really changes them. Give it with the last
+        O(applied) call of a run.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -75,10 +83,11 @@ EXAMPLES = r"""
     run_id: "{{ gpufleet_run_id }}"
     planned: "{{ audit_plan_records }}"
 
-- name: Record what it changed
+- name: Record what it changed, forgetting what it planned and did not change
   gpufleet.tuning.tuning_state:
     run_id: "{{ gpufleet_run_id }}"
     applied: "{{ host_changes }}"
+    prune: true
 
 - name: List recorded settings that no longer hold
   gpufleet.tuning.tuning_state:
@@ -140,6 +149,11 @@ recorded:
   elements: str
 updated:
   description: Keys of known items whose applied value this run recorded.
+  returned: when mode is record
+  type: list
+  elements: str
+dropped:
+  description: Keys of items this run planned and did not apply, dropped with O(prune).
   returned: when mode is record
   type: list
   elements: str

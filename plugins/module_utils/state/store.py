@@ -80,17 +80,25 @@ def note_run(state, run, time, action, keys):
 
 
 def add_planned(state, items, run, time):
-    """Record the items a run is about to change, before it changes them; return the new keys."""
-    added = []
+    """Record the items a run is about to change, before it changes them; return the new keys
+    and the known ones marked.
+
+    An item already recorded keeps its first before; what it holds now is kept as this run's
+    ``run_before``, so that this run alone can be undone (a rollout's automatic revert)."""
+    added, marked = [], []
     for item in items:
-        if item["key"] in state["items"]:
+        entry = state["items"].get(item["key"])
+        if entry is not None:
+            if entry.get("run_before") != {"run": run, "value": item["before"]}:
+                entry["run_before"] = {"run": run, "value": item["before"]}
+                marked.append(item["key"])
             continue
         entry = dict(item)
         entry.update({"after": None, "applied": False, "first_run": run, "first_time": time,
                       "last_run": None, "last_time": None})
         state["items"][item["key"]] = entry
         added.append(item["key"])
-    return added
+    return added, marked
 
 
 def add_applied(state, items, run, time):
@@ -108,14 +116,40 @@ def add_applied(state, items, run, time):
         elif entry.get("after") == item["after"] and entry.get("applied"):
             continue
         else:
+            if (entry.get("run_before") or {}).get("run") != run and entry.get("first_run") != run:
+                # not planned first: what this run found is known as the record's before,
+                # exact for a value, a digest for a file
+                entry["run_before"] = {"run": run, "value": item["before"] if item["how"] != "file"
+                                       else entry.get("after")}
             updated.append(item["key"])
         entry.update({"after": item["after"], "applied": True, "last_run": run, "last_time": time})
     return added, updated
 
 
-def restorable(entry):
+def prune_planned(state, run, applied_keys):
+    """Drop the items this run planned and did not apply (a part that found nothing to do, or
+    one a failure rolled back): their recorded before would otherwise outlive the run and
+    shadow the before a later run finds. Returns the dropped keys."""
+    dropped = [key for key, entry in state["items"].items()
+               if entry.get("first_run") == run and not entry.get("applied") and key not in applied_keys]
+    for key in dropped:
+        del state["items"][key]
+    return dropped
+
+
+def run_target(entry, run):
+    """What undoing ``run`` alone puts back: the first before when that run first changed the
+    item, else what the run found (``run_before``); None and False when the run did not touch it."""
+    if entry.get("first_run") == run:
+        return entry.get("before"), True
+    if (entry.get("run_before") or {}).get("run") == run and entry.get("last_run") == run:
+        return entry["run_before"]["value"], True
+    return None, False
+
+
+def restorable(entry, before=None, use_before=False):
     """False for a file whose earlier content was never captured (only its digest is known)."""
-    before = entry.get("before")
+    before = before if use_before else entry.get("before")
     return not (entry["how"] == "file" and isinstance(before, dict) and "content_b64" not in before
                 and "link" not in before)
 

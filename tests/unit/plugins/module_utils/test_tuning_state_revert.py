@@ -261,3 +261,44 @@ def test_module_records_and_unloads_with_modprobe(tmp_path):
     assert tools.ran == [["/sbin/modprobe", "-r", "nvidia_peermem"]]
     assert result["changes"] == [records.record("peermem", "module", "nvidia_peermem", "loaded", "not loaded")]
     assert store.load(_state_path(tmp_path))["items"] == {}
+
+
+def test_prune_drops_what_the_run_planned_and_did_not_apply(tmp_path):
+    paths = _node(tmp_path)
+    grub = str(tmp_path / "etc/default/grub")
+    write_tree(tmp_path, {"etc/default/grub": "GRUB_CMDLINE_LINUX=\"\"\n"})
+    planned = _sysctl(tmp_path, check_mode=True)["changes"] + [
+        records.file_change("kernel_cmdline", grub, "a", "b", 0o644, 0o644)]
+    tuning_state.run({"path": _state_path(tmp_path), "run_id": "r", "planned": planned}, paths=paths)
+    applied = _sysctl(tmp_path, check_mode=False)["changes"]
+    result = tuning_state.run({"path": _state_path(tmp_path), "run_id": "r", "applied": applied, "prune": True},
+                              paths=paths)
+    assert result["dropped"] == ["file:" + grub]
+    assert "file:" + grub not in store.load(_state_path(tmp_path))["items"]
+    with pytest.raises(ModuleFailure) as exc:
+        tuning_state.run({"path": _state_path(tmp_path), "prune": True}, paths=paths)
+    assert "run_id" in exc.value.message
+
+
+def test_only_run_undoes_one_run_and_keeps_what_earlier_runs_tuned(tmp_path):
+    paths = _node(tmp_path)
+    _tune(tmp_path, paths, "run-1")  # vm.swappiness 60 -> 10, numa 1 -> 0
+    params = {"name": "t", "settings": {"vm.swappiness": 5, "kernel.numa_balancing": 0}}
+    conf = tmp_path / "etc/sysctl.d/90-gpufleet-t.conf"
+    conf_run1 = conf.read_bytes()
+    plan = sp.run(params, check_mode=True, paths=sp.Paths(str(tmp_path)))["changes"]
+    tuning_state.run({"path": _state_path(tmp_path), "run_id": "run-2", "planned": plan}, paths=paths)
+    applied = sp.run(params, paths=sp.Paths(str(tmp_path)))["changes"]
+    tuning_state.run({"path": _state_path(tmp_path), "run_id": "run-2", "applied": applied, "prune": True},
+                     paths=paths)
+    assert (tmp_path / "proc/sys/vm/swappiness").read_text().strip() == "5"
+    result = tuning_revert.run({"path": _state_path(tmp_path), "only_run": "run-2"}, paths=paths)
+    assert {r["target"]: r["before"] for r in result["restored"] if r["kind"] == "sysctl"} == {"vm.swappiness": "10"}
+    assert (tmp_path / "proc/sys/vm/swappiness").read_text().strip() == "10"
+    assert conf.read_bytes() == conf_run1  # the profile file as run-1 left it, planned by run-2
+    assert tuning_state.run({"path": _state_path(tmp_path), "mode": "drift"}, paths=paths)["drift"] == []
+    assert tuning_revert.run({"path": _state_path(tmp_path), "only_run": "run-2"}, paths=paths)["changed"] is False
+    full = tuning_revert.run({"path": _state_path(tmp_path)}, paths=paths)
+    assert {r["target"]: r["before"] for r in full["restored"] if r["kind"] == "sysctl"} == {
+        "vm.swappiness": "60", "kernel.numa_balancing": "1"}
+    assert not conf.exists()
