@@ -99,16 +99,17 @@ def run(params, check_mode=False, paths=None, tools=None):
         else:
             todo.append((goal, current))
     result["restored"] = [_shown(goal, current) for goal, current in todo]
-    result["pending_reboot"] = sorted(g["target"] for g, _ in todo if g.get("reboot"))
+    goals = [goal for goal, current in todo]
+    result["pending_reboot"] = sorted(g["target"] for g in goals if g.get("reboot"))
     result["reboot_required"] = bool(result["pending_reboot"])
     result["changes"] = [_record(goal, current) for goal, current in todo]
     result["diff"] = [diffs.values_diff(dict((g["key"], _text(g, c)) for g, c in todo),
-                                        dict((g["key"], _text(g, g["before"])) for g, _ in todo), "gpufleet-tuning revert")]
-    result["commands"] = [" ".join(argv) for argv in _followups([g for g, _ in todo], tools)]
+                                        dict((g["key"], _text(g, g["before"])) for g in goals), "gpufleet-tuning revert")]
+    result["commands"] = [" ".join(argv) for argv in _followups(goals, tools)]
     if result["not_restorable"]:
         result["warnings"].append("left as they are (their content before the first change was never recorded): %s"
                                   % ", ".join(item["target"] for item in result["not_restorable"]))
-    settled += [goal for goal, _ in todo]
+    settled += goals
     result["changed"] = bool(settled)
     if check_mode or not settled:
         return result
@@ -141,7 +142,7 @@ def _forget(state, settled, only_run):
 def _apply(todo, paths, tools, result):
     tx = Transaction()
     try:
-        for entry, _ in todo:
+        for entry in [goal for goal, current in todo]:
             undo_to = dict(entry, before=_raw(entry, paths))
             tx.step(state_items.describe(entry), _restorer(entry, paths, tools),
                     _restorer(undo_to, paths, tools))
@@ -150,7 +151,7 @@ def _apply(todo, paths, tools, result):
                 raise state_items.ItemError("%s reads %s after the write, not %s"
                                             % (state_items.describe(entry), _text(entry, back),
                                                _text(entry, entry["before"])))
-        for argv in _followups([e for e, _ in todo], tools):
+        for argv in _followups([goal for goal, current in todo], tools):
             outcome = tools.run(argv)
             if not outcome.ok:
                 raise state_items.ItemError(outcome.describe())

@@ -83,7 +83,7 @@ def test_a_later_run_keeps_the_first_before(tmp_path):
 
 def test_second_record_of_the_same_run_changes_nothing(tmp_path):
     paths = _node(tmp_path)
-    _, _, applied, _ = _tune(tmp_path, paths)
+    applied = _tune(tmp_path, paths)[2]
     again = tuning_state.run({"path": _state_path(tmp_path), "run_id": "run-1", "applied": applied}, paths=paths)
     assert again["changed"] is False and again["changes"] == []
 
