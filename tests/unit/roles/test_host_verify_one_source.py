@@ -50,10 +50,20 @@ PREFIXES = {
     ("serving", "serving_health"): ("serving_", "serving_ready_"),
     ("serving", "inference_benchmark"): ("serving_", "serving_benchmark_"),
     ("container", "memlock_info"): ("container_memlock_",),
+    # The node's record of what the roles changed (state path and switch of each role).
+    ("host", "tuning_state"): ("host_state_",),
+    ("container", "tuning_state"): ("container_state_",),
+    ("verify", "tuning_state"): ("verify_state_",),
 }
+
+# Modules that keep the node's record of what the roles changed; they tune nothing, so there is
+# nothing of theirs for the verify role to read back (it reads the record itself, for drift).
+RECORD_KEEPING = ("tuning_state", "tuning_revert")
 
 # Module arguments that no role variable of that name sets, and why.
 DERIVED_ARGUMENTS = {
+    # The run's change records, as the role's summary publishes them (host_changes).
+    ("tuning_state", "applied"): "the run's change records (host_changes, container_changes)",
     # host_peermem_state auto|present|absent maps to the module's state and only_with_rdma.
     ("nvidia_peermem", "only_with_rdma"): "derived from host_peermem_state (auto)",
     # The container's memlock limit is written to pam_limits and systemd too; memlock_info
@@ -206,7 +216,8 @@ def test_the_host_role_applies_the_shared_runtime_file():
 def test_every_runtime_module_task_of_the_host_role_is_read_back():
     """A runtime-tagged host task calling a module of this collection, anywhere in the role,
     must be in runtime.yml: only what is there is read back by the verify role."""
-    applied = dict((_key(t), t) for t in host_main() if t.module and "runtime" in t.tags)
+    applied = dict((_key(t), t) for t in host_main() if t.module and "runtime" in t.tags
+                   and t.module not in RECORD_KEEPING)
     shared = dict((_key(t), t) for t in host_runtime() if t.module)
     missing = sorted(t.where for k, t in applied.items() if k not in shared)
     assert not missing, ("runtime tasks of the host role the verify role never reads back (move them into "
@@ -274,7 +285,7 @@ def test_nothing_after_the_read_back_reads_the_results_it_replaced():
 
 def test_the_verify_role_calls_no_tuning_module_itself():
     """Per-module read-back tasks with their own arguments are what drifted from the host role."""
-    direct = sorted(set(t.module for t in verify_tasks() if t.module))
+    direct = sorted(set(t.module for t in verify_tasks() if t.module and t.module not in RECORD_KEEPING))
     assert direct == ["p2p_bandwidth"], "the verify role calls %s itself; read back through runtime.yml" % direct
 
 
@@ -331,7 +342,8 @@ def test_the_verify_role_has_no_copy_of_a_host_option():
     host_options = argument_specs("host")["main"]["options"]
     verify_options = argument_specs("verify")["main"]["options"]
     suffixes = set(name[len("host_"):] for name in host_options)
-    copies = sorted(name for name in verify_options if name[len("verify_"):] in suffixes)
+    # state_path: where the node's record lives, one file for every role (gpufleet_state_path)
+    copies = sorted(name for name in verify_options if name[len("verify_"):] in suffixes and name != "verify_state_path")
     assert not copies, "verify options that copy host options (read back through the host role instead): %s" % copies
     for name, value in role_defaults("verify").items():
         assert not re.search(r"(?<![A-Za-z0-9_])host_", str(value)), (
@@ -364,9 +376,12 @@ def module_tasks_of_every_role():
 
 
 def test_task_files_are_named_after_their_module():
-    """roles/ROLE/tasks/M.yml calls module M (lxc_memlock.yml also finds the containers first)."""
+    """roles/ROLE/tasks/M.yml (or M_<when>.yml) calls module M (lxc_memlock.yml also finds the
+    containers first). The revert and rollout roles are one job each around other roles."""
     for task in module_tasks_of_every_role():
         stem = os.path.splitext(os.path.basename(task.path))[0]
+        if task.role in ("revert", "rollout") or stem.startswith(task.module + "_"):
+            continue
         if task.path.endswith("/reboot.yml") or (stem, task.module) == ("lxc_memlock", "lxc_containers"):
             continue  # the reboot contract reads the command line again; discovery feeds lxc_memlock
         if task.role == "container" and stem == "memlock":
