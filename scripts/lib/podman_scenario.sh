@@ -10,6 +10,13 @@
 #   here is put back too and fails the stage.
 # - Every line of molecule's output gets the time since the scenario started, and the stage
 #   ends with how long each molecule step, the setup and the teardown took.
+# - A stage that starts more on this machine than the harness tears down defines a function
+#   podman_scenario_cleanup before calling run_podman_scenario (molecule-fleet: the /etc/pve
+#   FUSE mounts). It runs after the harness teardown, on success (where it failing fails the
+#   stage: the scenario's destroy should have left nothing) and from the exit trap.
+# - SIGTERM, SIGINT and SIGHUP (scripts/test's stage time limit signals the stage's process
+#   group) end the stage through its exit trap: bash runs an EXIT trap on a trapped signal
+#   only, not when an untrapped one kills it.
 
 # Prefixes each line with the elapsed time and keeps "step seconds" for each molecule step
 # ("<scenario> ➜ <step>: Executing" ... "Executed") in the file named by $1.
@@ -49,7 +56,10 @@ run_podman_scenario() {
     steps="$(mktemp "$REPO_ROOT/.cache/podman/steps-$scenario.XXXXXX")"
     # Interrupted (or failed before the end): put the sysctls back, then tear down.
     # shellcheck disable=SC2064  # expand now: the paths are fixed for this run
-    trap "[ -s \"$before\" ] && \"$venv/bin/python\" \"$guard\" restore \"$before\" >&2; \"$harness\" teardown 9>&- || true; rm -f \"$before\" \"$steps\"" EXIT
+    trap "[ -s \"$before\" ] && \"$venv/bin/python\" \"$guard\" restore \"$before\" >&2; \"$harness\" teardown 9>&- || true; if declare -F podman_scenario_cleanup >/dev/null; then podman_scenario_cleanup 9>&- || true; fi; rm -f \"$before\" \"$steps\"" EXIT
+    trap 'exit 143' TERM
+    trap 'exit 130' INT
+    trap 'exit 129' HUP
 
     t_start=$(date +%s)
     # fd 9 (the lock) is closed for children: a daemon (conmon) must not keep holding it.
@@ -70,6 +80,10 @@ run_podman_scenario() {
         rc=1
     fi
     "$harness" teardown 9>&-
+    if declare -F podman_scenario_cleanup >/dev/null && ! podman_scenario_cleanup 9>&-; then
+        log "the cleanup of scenario $scenario failed"
+        rc=1
+    fi
     t_teardown=$(date +%s)
     printf '\n%-26s %6s\n' "molecule-$scenario" time
     printf '%-26s %5ss\n' "harness setup" $(( t_setup - t_start ))
@@ -80,6 +94,6 @@ run_podman_scenario() {
     printf '%-26s %5ss\n' "harness teardown" $(( t_teardown - t_test ))
     printf '%-26s %5ss\n' "total" $(( t_teardown - t_start ))
     rm -f "$before" "$steps"
-    trap - EXIT
+    trap - EXIT TERM INT HUP
     return "$rc"
 }

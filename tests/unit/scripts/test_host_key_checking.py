@@ -69,11 +69,13 @@ def test_the_example_fleet_fails_on_an_unknown_key():
     assert "StrictHostKeyChecking=yes" in data["all"]["vars"]["ansible_ssh_common_args"]
 
 
-def test_no_script_turns_the_check_off_but_the_vm_harness():
+def test_no_script_turns_the_check_off_but_the_vm_and_fleet_harnesses():
     offenders = []
     for path in sorted(glob.glob(os.path.join(REPO, "scripts", "**", "*"), recursive=True)):
-        # The VM harness is the one place that may; prose (its README explains why) is not code.
-        if os.path.isdir(path) or path.endswith(os.path.join("harness", "vm")) or path.endswith(".md"):
+        # The VM and fleet harnesses, for their throwaway guests on this machine, are the only
+        # places that may; prose (their README explains why) is not code.
+        if (os.path.isdir(path) or path.endswith(os.path.join("harness", "vm"))
+                or path.endswith(os.path.join("harness", "fleet")) or path.endswith(".md")):
             continue
         with open(path, errors="replace") as handle:
             for number, line in enumerate(handle, 1):
@@ -83,12 +85,16 @@ def test_no_script_turns_the_check_off_but_the_vm_harness():
     assert offenders == []
 
 
-def test_only_the_vm_scenario_turns_it_off_and_for_its_own_guest():
+def test_only_the_vm_and_fleet_scenarios_turn_it_off_and_for_their_own_guests():
     with open(os.path.join(REPO, "molecule", "host-vm", "molecule.yml")) as handle:
         scenario = yaml.safe_load(handle)
     provisioner = scenario["provisioner"]
     assert provisioner["config_options"]["defaults"]["host_key_checking"] is False
     assert provisioner["inventory"]["host_vars"]["host-vm"]["ansible_host_key_checking"] is False
+    with open(os.path.join(REPO, "molecule", "fleet", "molecule.yml")) as handle:
+        fleet = yaml.safe_load(handle)["provisioner"]
+    assert fleet["connection_options"]["ansible_host_key_checking"] is False
+    assert all(h.startswith("10.89.77.") for h in (v["ansible_host"] for v in fleet["inventory"]["host_vars"].values()))
     for other in ("host", "container"):
         with open(os.path.join(REPO, "molecule", other, "molecule.yml")) as handle:
             text = handle.read()
