@@ -33,7 +33,8 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.state import items
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import store
 from ansible_collections.gpufleet.tuning.plugins.module_utils.tuning_state import new_run_id, now_text
 
-AREAS = ("sysctl", "pcie", "cpu_power", "lxc_memlock", "peermem", "nvidia_options", "kernel_cmdline")
+AREAS = ("sysctl", "pcie", "cpu_power", "lxc_memlock", "peermem", "nvidia_options", "kernel_cmdline",
+         "container_memlock")
 _ORDER = {"file": 0, "sysctl": 1, "sysfs": 1, "pcie_mrrs": 2, "pcie_acs": 2, "kmod": 3}
 
 ARGUMENT_SPEC = dict(
@@ -136,6 +137,8 @@ def _forget(state, settled, only_run):
             del state["items"][goal["key"]]
             continue
         entry["after"] = state_items.file_digest(goal["before"]) if entry["how"] == "file" else goal["before"]
+        if entry["how"] == "file":
+            entry["after_content"] = goal["before"]
         entry.pop("run_before", None)
 
 
@@ -188,7 +191,9 @@ def _followups(entries, tools):
         argv = choose_initramfs("auto", tools)[1]
         if argv:
             out.append(argv)
-    if any("/systemd/system/" in e["target"] for e in files) and tools.which("systemctl"):
+    if any("/systemd/system.conf.d/" in e["target"] for e in files) and tools.which("systemctl"):
+        out.append([tools.which("systemctl"), "daemon-reexec"])  # re-reads the manager's defaults too
+    elif any("/systemd/system/" in e["target"] for e in files) and tools.which("systemctl"):
         out.append([tools.which("systemctl"), "daemon-reload"])
     return out
 

@@ -108,6 +108,17 @@ def _record(params, state, paths, check_mode):
     old_bytes = store.dump(state) if store.exists(params["path"]) else None
     planned = items_of(params["planned"], paths)
     applied = items_of(params["applied"], paths)
+    for item in applied:
+        if item["how"] != "file":
+            continue
+        # The content the run left, so that a later run alone can be undone; for a file written
+        # by a role task (ansible.builtin.copy, after {}) its digest too.
+        try:
+            item["after_content"] = state_items.file_snapshot(item["target"], item.get("link", False))
+        except state_items.ItemError as exc:
+            raise ModuleFailure("nothing was recorded: %s" % exc)
+        if item["after"] == {}:
+            item["after"] = state_items.file_digest(item["after_content"])
     for item in planned:
         if item["how"] == "file":
             try:

@@ -20,7 +20,8 @@ description:
   - Then what makes restored files take effect, where they were restored - C(update-grub) (or
     C(proxmox-boot-tool refresh) for C(/etc/kernel/cmdline)) for a kernel command line, the
     initramfs rebuilt (C(update-initramfs -u) or C(dracut --force)) for NVIDIA driver options,
-    C(systemctl daemon-reload) for unit files. Kernel command line and driver options take
+    C(systemctl daemon-reload) for unit files (C(daemon-reexec) for the manager's own
+    C(system.conf.d)). Kernel command line and driver options take
     effect at the next boot; they are listed in RV(pending_reboot) and RV(reboot_required) is
     true.
   - All or nothing - a failure puts back what this run had restored, so the node stays as tuned

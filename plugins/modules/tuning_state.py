@@ -63,7 +63,11 @@ options:
     elements: raw
     default: []
   applied:
-    description: Change records the tuning made in this run.
+    description:
+      - Change records the tuning made in this run.
+      - A file record whose C(after) is C({}) stands for a file a role task wrote itself (with
+        M(ansible.builtin.copy), say); its digest is read from the file as it is now. Plan it
+        first (O(planned)) so that its earlier content is kept.
     type: list
     elements: raw
     default: []

@@ -19,7 +19,9 @@ Shape::
 The first ``before`` wins: an item already recorded keeps its before when a later run plans or
 changes it again, so a revert goes back to the node as it was before the collection first
 touched it. ``applied`` says a run really changed the item (planned items that a failed run
-rolled back, or reboot-required ones never applied, stay unapplied).
+rolled back, or reboot-required ones never applied, stay unapplied). A file also keeps the
+content the collection last left (``after_content``), so that one later run alone can be undone
+(``run_before``, see run_target) without writing the record in a run that changes nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import os
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import items as state_items
 
 STATE_PATH = "/var/lib/gpufleet-tuning/state.json"
 VERSION = 1
@@ -89,7 +92,10 @@ def add_planned(state, items, run, time):
     for item in items:
         entry = state["items"].get(item["key"])
         if entry is not None:
-            if entry.get("run_before") != {"run": run, "value": item["before"]}:
+            # Only when someone changed it since the collection last did: otherwise what this run
+            # finds is what the record says it left (after, after_content), and the record
+            # stays as it is (a rerun that changes nothing writes nothing).
+            if not unchanged_since(entry, item["before"]) and entry.get("run_before") != {"run": run, "value": item["before"]}:
                 entry["run_before"] = {"run": run, "value": item["before"]}
                 marked.append(item["key"])
             continue
@@ -117,13 +123,25 @@ def add_applied(state, items, run, time):
             continue
         else:
             if (entry.get("run_before") or {}).get("run") != run and entry.get("first_run") != run:
-                # not planned first: what this run found is known as the record's before,
-                # exact for a value, a digest for a file
+                # not marked by this run's plan: what it found is the record's before for a
+                # value, and for a file the content the collection last left (when it is known)
                 entry["run_before"] = {"run": run, "value": item["before"] if item["how"] != "file"
-                                       else entry.get("after")}
+                                       else entry.get("after_content", entry.get("after"))}
             updated.append(item["key"])
         entry.update({"after": item["after"], "applied": True, "last_run": run, "last_time": time})
+        if "after_content" in item:
+            entry["after_content"] = item["after_content"]
     return added, updated
+
+
+def unchanged_since(entry, found):
+    """Whether ``found`` (a plan's before; a file's content snapshot) is what the record says the
+    collection last left."""
+    if not entry.get("applied"):
+        return False
+    if entry["how"] == "file":
+        return state_items.same(entry, state_items.file_digest(found), entry.get("after"))
+    return state_items.same(entry, found, entry.get("after"))
 
 
 def prune_planned(state, run, applied_keys):

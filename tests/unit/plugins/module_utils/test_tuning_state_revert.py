@@ -143,7 +143,7 @@ def test_file_content_planned_first_is_restored_exactly_even_on_a_no_chmod_path(
     monkeypatch.setattr(os, "fchmod", lambda *a, **k: calls.append(a))
     result = tuning_revert.run({"path": _state_path(tmp_path)}, paths=paths)
     assert result["changed"] and open(conf, "rb").read() == original
-    assert [mode for _, mode in calls] == [store.MODE]  # only the state file's own write
+    assert [call[1] for call in calls] == [store.MODE]  # only the state file's own write
 
 
 def test_a_file_changed_without_a_plan_is_reported_not_restorable(tmp_path):
@@ -302,3 +302,16 @@ def test_only_run_undoes_one_run_and_keeps_what_earlier_runs_tuned(tmp_path):
     assert {r["target"]: r["before"] for r in full["restored"] if r["kind"] == "sysctl"} == {
         "vm.swappiness": "60", "kernel.numa_balancing": "1"}
     assert not conf.exists()
+
+
+def test_a_rerun_that_changes_nothing_leaves_the_record_as_it_is(tmp_path):
+    paths = _node(tmp_path)
+    _tune(tmp_path, paths, "run-1")
+    record = open(_state_path(tmp_path), "rb").read()
+    plan, state, applied, done = _tune(tmp_path, paths, "run-2")
+    assert plan == [] or not state["changed"]
+    assert applied == [] and not done["changed"]
+    conf = tmp_path / "etc/sysctl.d/90-gpufleet-t.conf"
+    planned = [records.file_change("sysctl", str(conf), conf.read_bytes(), b"x", 0o644, 0o644)]
+    again = tuning_state.run({"path": _state_path(tmp_path), "run_id": "run-3", "planned": planned}, paths=paths)
+    assert again["changed"] is False and open(_state_path(tmp_path), "rb").read() == record

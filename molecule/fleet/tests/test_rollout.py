@@ -1,0 +1,238 @@
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/rollout.yml, playbooks/revert.yml and --tags verify across the simulated fleet.
+
+The tests run in file order and share the fleet; each leaves it reverted for the next. Hosts'
+states are read with scripts/harness/fleet snapshot (sysctls, idle states, cpufreq, every file
+under /etc, /usr/local, /boot and /var/lib/gpufleet-tuning with size, mode, owner and mtime, and
+/etc/pve's files with their content). Faults are real: a Proxmox lock line in a guest's config
+(``lock: backup``, as vzdump leaves it) with host_lxc_memlock_on_locked=fail makes the host role
+fail after it tuned the sysctls and the CPU power; a host whose sshd is stopped is unreachable.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+
+import pytest
+
+PROJECT = os.environ.get("MOLECULE_PROJECT_DIRECTORY",
+                         os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+SCENARIO = os.path.join(PROJECT, "molecule", "fleet")
+HOSTS = ["fleet-h%d" % n for n in range(1, 7)]
+GUESTS = ["fleet-g101", "fleet-g102"]
+LOCKED = ("fleet-h2", "/etc/pve/lxc/101.conf")
+# Where the record lives, and the files of it: left out of "back as before" comparisons (the
+# record stays, emptied, after a revert).
+RECORD_DIR = "/var/lib/gpufleet-tuning"
+
+
+@pytest.fixture(scope="module")
+def inventory(pytestconfig):
+    return pytestconfig.option.ansible_inventory
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    return tmp_path_factory.mktemp("fleet-artifacts")
+
+
+def playbook(inventory, artifacts, name, *args):
+    """ansible-playbook playbooks/NAME with the fleet's rollout variables; (rc, output)."""
+    argv = ["ansible-playbook", "-i", inventory, os.path.join(PROJECT, "playbooks", name),
+            "-e", "@" + os.path.join(SCENARIO, "vars", "rollout.yml"),
+            "-e", "gpufleet_artifacts=%s" % artifacts] + list(args)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(PROJECT, ".collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0")
+    cfg = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "ansible.cfg")
+    if os.path.isfile(cfg):
+        env["ANSIBLE_CONFIG"] = cfg
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          cwd=PROJECT, env=env, check=False, timeout=1200)
+    # The whole output beside the reports, for a failing run; the end of it in pytest's report.
+    logs = sorted(glob.glob(os.path.join(str(artifacts), "run-*.log")))
+    with open(os.path.join(str(artifacts), "run-%02d-%s.log" % (len(logs) + 1, name)), "w") as handle:
+        handle.write(proc.stdout)
+    print(proc.stdout[-6000:])
+    return proc.returncode, proc.stdout
+
+
+def snapshot(name):
+    proc = subprocess.run([os.path.join(PROJECT, "scripts", "harness", "fleet"), "snapshot", name],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def fleet_state():
+    return dict((name, snapshot(name)) for name in HOSTS + GUESTS)
+
+
+def without_times(state):
+    """The state without mtimes and the record's own folder: what a revert must put back."""
+    out = json.loads(json.dumps(state))
+    files = out.get("node_state", {}).get("files", {})
+    for path in list(files):
+        if path.startswith(RECORD_DIR):
+            del files[path]
+        elif isinstance(files[path], list):
+            files[path] = files[path][:4]
+    return out
+
+
+def differences(a, b, where=""):
+    """The paths where two snapshots differ, with both values: what an assertion shows."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b)):
+            out += differences(a.get(key, "<absent>"), b.get(key, "<absent>"), "%s/%s" % (where, key))
+        return out
+    return [] if a == b else ["%s: %r -> %r" % (where, a, b)]
+
+
+def assert_same(before, after, name):
+    found = differences(before, after)
+    assert not found, "%s differs: %s" % (name, "; ".join(found[:20]))
+
+
+def podman(*args):
+    return subprocess.run(["podman"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, check=True).stdout
+
+
+def latest_report(artifacts, run_id):
+    with open(os.path.join(str(artifacts), "rollout-%s.json" % run_id)) as handle:
+        return json.load(handle)
+
+
+def statuses(report, names):
+    return [report["hosts"][name]["status"] for name in names]
+
+
+def recap_changed(output, name):
+    for line in output.splitlines():
+        if line.startswith(name + " ") and "changed=" in line:
+            return int(line.split("changed=")[1].split()[0])
+    raise AssertionError("no recap line for %s" % name)
+
+
+@pytest.fixture(scope="module")
+def before():
+    return fleet_state()
+
+
+def lock(on):
+    """Add (or drop) ``lock: backup`` in the guest's config, as vzdump does while it backs the
+    guest up; written in place with python (sed -i would chmod its copy, which /etc/pve refuses)."""
+    host, path = LOCKED
+    script = ("import sys\n"
+              "path, on = sys.argv[1], sys.argv[2] == 'on'\n"
+              "lines = [l for l in open(path).read().splitlines(True) if l != 'lock: backup\\n']\n"
+              "if on:\n"
+              "    lines.insert([l.startswith('hostname:') for l in lines].index(True) + 1, 'lock: backup\\n')\n"
+              "open(path, 'w').write(''.join(lines))\n")
+    podman("exec", host, "python3", "-c", script, path, "on" if on else "off")
+
+
+def test_a_failing_canary_is_reverted_and_no_other_host_is_touched(inventory, artifacts, before):
+    lock(True)
+    try:
+        locked = snapshot(LOCKED[0])
+        rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=canary",
+                           "-e", '{"gpufleet_canary_hosts": ["fleet-h2"]}', "-e", "host_lxc_memlock_on_locked=fail")
+        assert rc != 0
+        report = latest_report(artifacts, "canary")
+        assert report["stopped_after_batch"] == 1
+        assert report["batches"][0] == ["fleet-h2"]
+        h2 = report["hosts"]["fleet-h2"]
+        assert h2["status"] == "failed" and h2["reverted"] is True and h2["failure"]["stage"] == "tune"
+        assert "locked" in h2["failure"]["message"] or "lock" in h2["failure"]["message"]
+        assert any(r["kind"] == "sysctl" for r in h2["revert"]["restored"]), h2["revert"]
+        assert statuses(report, [h for h in HOSTS if h != "fleet-h2"]) == ["untouched"] * 5
+        after = fleet_state()
+        for name in HOSTS + GUESTS:
+            if name != "fleet-h2":
+                assert_same(before[name], after[name], name)  # byte for byte, mtimes included
+        assert_same(without_times(locked), without_times(after["fleet-h2"]), "fleet-h2")
+    finally:
+        lock(False)
+
+
+def test_a_failure_in_the_second_batch_keeps_the_first_and_leaves_the_rest(inventory, artifacts, before):
+    lock(True)
+    try:
+        rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=batch2",
+                           "-e", "host_lxc_memlock_on_locked=fail")
+        assert rc != 0
+    finally:
+        lock(False)
+    report = latest_report(artifacts, "batch2")
+    assert report["batches"] == [["fleet-h1"], ["fleet-h2", "fleet-h3"], ["fleet-h4", "fleet-h5"], ["fleet-h6"]]
+    assert report["stopped_after_batch"] == 2
+    assert statuses(report, HOSTS) == ["tuned", "failed", "tuned", "untouched", "untouched", "untouched"]
+    assert report["hosts"]["fleet-h1"]["verified"] is True and report["hosts"]["fleet-h2"]["reverted"] is True
+    after = fleet_state()
+    for name in ("fleet-h4", "fleet-h5", "fleet-h6", "fleet-g102"):
+        assert_same(before[name], after[name], name)
+    assert_same(without_times(before["fleet-h2"]), without_times(after["fleet-h2"]), "fleet-h2")
+    assert after["fleet-h1"]["node_state"]["sysctl"] != before["fleet-h1"]["node_state"]["sysctl"]  # still tuned
+    with open(os.path.join(str(artifacts), "rollout-batch2.md")) as handle:
+        page = handle.read()
+    assert "fleet-h2" in page and "fleet-h6" in page and "batch 2" in page.lower()
+    rc, out = playbook(inventory, artifacts, "revert.yml")
+    assert rc == 0
+    back = fleet_state()
+    for name in HOSTS + GUESTS:
+        assert_same(without_times(before[name]), without_times(back[name]), name)
+
+
+def test_a_host_unreachable_mid_rollout_counts_against_its_batch(inventory, artifacts, before):
+    # sshd stopped and its sessions killed: refused at once, even over a live ControlMaster.
+    podman("exec", "fleet-h5", "sh", "-c", "systemctl stop ssh; systemctl kill ssh")
+    try:
+        rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=lost")
+    finally:
+        podman("exec", "fleet-h5", "systemctl", "start", "ssh")
+    assert rc != 0
+    report = latest_report(artifacts, "lost")
+    assert report["stopped_after_batch"] == 3
+    assert statuses(report, HOSTS) == ["tuned", "tuned", "tuned", "tuned", "unreachable", "untouched"]
+    assert report["hosts"]["fleet-h5"]["failure"]["stage"] == "reachable"
+    rc, out = playbook(inventory, artifacts, "revert.yml")
+    assert rc == 0
+
+
+def test_full_rollout_revert_and_idempotent_rollout_again(inventory, artifacts, before):
+    rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=full")
+    assert rc == 0
+    report = latest_report(artifacts, "full")
+    assert report["stopped_after_batch"] is None
+    assert statuses(report, HOSTS + GUESTS) == ["tuned"] * 8
+    rc, out = playbook(inventory, artifacts, "revert.yml")
+    assert rc == 0
+    back = fleet_state()
+    for name in HOSTS + GUESTS:
+        assert_same(without_times(before[name]), without_times(back[name]), name)
+    rc, out = playbook(inventory, artifacts, "revert.yml")
+    assert rc == 0 and all(recap_changed(out, name) == 0 for name in HOSTS + GUESTS)
+    rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=again")
+    assert rc == 0 and statuses(latest_report(artifacts, "again"), HOSTS) == ["tuned"] * 6
+    rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=idem")
+    assert rc == 0
+    assert statuses(latest_report(artifacts, "idem"), HOSTS + GUESTS) == ["unchanged"] * 8
+    assert all(recap_changed(out, name) == 0 for name in HOSTS + GUESTS)
+
+
+def test_drift_names_the_host_and_the_setting(inventory, artifacts, before):
+    podman("exec", "fleet-h3", "sysctl", "-w", "net.ipv4.tcp_rmem=4096 87380 6291456")
+    rc, out = playbook(inventory, artifacts, "tune.yml", "--tags", "verify")
+    assert rc != 0
+    with open(os.path.join(str(artifacts), "fleet-drift.json")) as handle:
+        drift = json.load(handle)
+    assert [name for name in sorted(drift) if drift[name]] == ["fleet-h3"]
+    assert [d["target"] for d in drift["fleet-h3"]] == ["net.ipv4.tcp_rmem"]
+    assert "fleet-h3" in out and "net.ipv4.tcp_rmem no longer holds" in out
+    rc, out = playbook(inventory, artifacts, "revert.yml")
+    assert rc == 0
