@@ -271,3 +271,21 @@ def test_guest_shape(host, hostvars, fleet):
     conf = fleet[lxc_host].file("/etc/pve/lxc/%d.conf" % vmid).content_string.split("\n[", 1)[0]
     assert "hostname: %s" % name in conf.splitlines()
     assert "ip=%s/24," % hostvars["ansible_host"] in conf
+    # As its host started it (create.yml): the stock 64 KiB memlock, the model server running.
+    limits = [l for l in host.file("/proc/1/limits").content_string.splitlines() if l.startswith("Max locked memory")]
+    assert limits and limits[0].split()[3:5] == ["65536", "65536"], limits
+    assert host.service("fleet-serving").is_running
+
+
+def test_pct_goes_through_the_harness(host, hostvars, fleet):
+    """A Proxmox host's pct (scripts/harness/fleet-pct) hands its request to the harness and
+    exits with the answer: a vmid with no config is refused as pct refuses it, and what is not
+    simulated says so; neither restarts anything."""
+    only(hostvars, "gpu_hosts")
+    if hostvars["inventory_hostname"] not in set(lxc_host for lxc_host, _ in GUESTS.values()):
+        assert not host.exists("pct")
+        return
+    missing = host.run("pct reboot 999")
+    assert missing.rc == 255 and "nodes/%s/lxc/999.conf' does not exist" % hostvars["inventory_hostname"] in missing.stderr
+    other = host.run("pct status 101")
+    assert other.rc == 255 and "not simulated" in other.stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import resource
 import subprocess
 
 import pytest
@@ -28,6 +29,14 @@ LOCKED = ("fleet-h2", "/etc/pve/lxc/101.conf")
 # Where the record lives, and the files of it: left out of "back as before" comparisons (the
 # record stays, emptied, after a revert).
 RECORD_DIR = "/var/lib/gpufleet-tuning"
+# The guests' hosts, their stand-in model server, the memlock limit they start with (create.yml)
+# and the one the rollout gives them: this machine's hard limit (vars/rollout.yml).
+GUEST_HOSTS = {"fleet-g101": "fleet-h2", "fleet-g102": "fleet-h4"}
+SERVING = "fleet-serving.service"
+STOCK_MEMLOCK = "65536"
+_HARD = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+CEILING = "unlimited" if _HARD == resource.RLIM_INFINITY else str(_HARD)
+RUN_DIR = os.path.join(PROJECT, ".cache", "fleet", "run")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +55,7 @@ def playbook(inventory, artifacts, name, *args):
             "-e", "@" + os.path.join(SCENARIO, "vars", "rollout.yml"),
             "-e", "gpufleet_artifacts=%s" % artifacts] + list(args)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(PROJECT, ".collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0")
+               ANSIBLE_FORCE_COLOR="0", GPUFLEET_FLEET_MEMLOCK=CEILING)
     cfg = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "ansible.cfg")
     if os.path.isfile(cfg):
         env["ANSIBLE_CONFIG"] = cfg
@@ -100,6 +109,29 @@ def assert_same(before, after, name):
 def podman(*args):
     return subprocess.run(["podman"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, check=True).stdout
+
+
+def memlock(name, pid="1"):
+    """(soft, hard) locked-memory limit of a process of the container, as /proc shows it."""
+    if pid != "1":
+        pid = podman("exec", name, "systemctl", "show", "-p", "MainPID", "--value", pid).strip()
+    for line in podman("exec", name, "cat", "/proc/%s/limits" % pid).splitlines():
+        if line.startswith("Max locked memory"):
+            return tuple(line.split()[3:5])
+    raise AssertionError("no memlock line for %s pid %s" % (name, pid))
+
+
+def pct_log(host):
+    """The reboots the host's pct asked the harness for (scripts/harness/fleet pct-serve)."""
+    path = os.path.join(RUN_DIR, "pct-%s.jsonl" % host)
+    if not os.path.exists(path):
+        return []
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def checks(report, name):
+    return dict((c["name"], c) for c in report["hosts"][name]["checks"])
 
 
 def latest_report(artifacts, run_id):
@@ -192,7 +224,8 @@ def test_a_host_unreachable_mid_rollout_counts_against_its_batch(inventory, arti
     # sshd stopped and its sessions killed: refused at once, even over a live ControlMaster.
     podman("exec", "fleet-h5", "sh", "-c", "systemctl stop ssh; systemctl kill ssh")
     try:
-        rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=lost")
+        rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=lost",
+                           "-e", "gpufleet_lxc_restart_ok=false")
     finally:
         podman("exec", "fleet-h5", "systemctl", "start", "ssh")
     assert rc != 0
@@ -200,6 +233,13 @@ def test_a_host_unreachable_mid_rollout_counts_against_its_batch(inventory, arti
     assert report["stopped_after_batch"] == 3
     assert statuses(report, HOSTS) == ["tuned", "tuned", "tuned", "tuned", "unreachable", "untouched"]
     assert report["hosts"]["fleet-h5"]["failure"]["stage"] == "reachable"
+    # Restarts not allowed here: the guests (their hosts were tuned) are tuned, their restart for
+    # the higher ceiling is reported pending, and no guest was restarted.
+    for guest in GUESTS:
+        restart = checks(report, guest)["lxc_restart"]
+        assert restart["status"] == "skipped" and "restart pending" in restart["message"], restart
+        assert memlock(guest) == (STOCK_MEMLOCK, STOCK_MEMLOCK)
+    assert pct_log("fleet-h2") == [] and pct_log("fleet-h4") == []
     rc, out = playbook(inventory, artifacts, "revert.yml")
     assert rc == 0
 
@@ -210,6 +250,23 @@ def test_full_rollout_revert_and_idempotent_rollout_again(inventory, artifacts, 
     report = latest_report(artifacts, "full")
     assert report["stopped_after_batch"] is None
     assert statuses(report, HOSTS + GUESTS) == ["tuned"] * 8
+    # Each guest was drained, restarted once by its host's pct with the new ceiling, and serves
+    # again with it.
+    assert CEILING != STOCK_MEMLOCK, "this machine's memlock hard limit is the guests' stock one"
+    for guest, host in sorted(GUEST_HOSTS.items()):
+        reboots = pct_log(host)
+        assert [(r["guest"], r["rc"], r["memlock"]) for r in reboots] == [(guest, 0, CEILING)], reboots
+        assert SERVING not in reboots[0]["active_services"], "not drained: %s" % reboots[0]
+        assert "ssh.service" in reboots[0]["active_services"], reboots[0]
+        assert memlock(guest) == (CEILING, CEILING)
+        assert podman("exec", guest, "systemctl", "is-active", SERVING).strip() == "active"
+        assert memlock(guest, SERVING) == (CEILING, CEILING)
+        found = checks(report, guest)
+        assert [found[name]["status"] for name in ("lxc_drain", "lxc_restart", "serving")] == ["passed"] * 3, found
+        assert SERVING + " stopped (was active)" in found["lxc_drain"]["message"]
+        assert [c for c in report["hosts"][guest]["changes"] if c["kind"] == "service"] == [{
+            "area": "lxc_memlock", "kind": "service", "target": "container %s on %s" % (guest[-3:], host),
+            "before": "running (memlock %s)" % STOCK_MEMLOCK, "after": "restarted (memlock %s)" % CEILING}]
     rc, out = playbook(inventory, artifacts, "revert.yml")
     assert rc == 0
     back = fleet_state()
@@ -223,6 +280,8 @@ def test_full_rollout_revert_and_idempotent_rollout_again(inventory, artifacts, 
     assert rc == 0
     assert statuses(latest_report(artifacts, "idem"), HOSTS + GUESTS) == ["unchanged"] * 8
     assert all(recap_changed(out, name) == 0 for name in HOSTS + GUESTS)
+    # The guests already run with the ceiling: no further restart.
+    assert len(pct_log("fleet-h2")) == 1 and len(pct_log("fleet-h4")) == 1
 
 
 def test_drift_names_the_host_and_the_setting(inventory, artifacts, before):
