@@ -19,7 +19,8 @@ description:
     arguments, one per config file. A container named twice keeps its first place; a
     C(limit) given by the inventory or the list wins over the default.
   - Each item has one of C(vmid), C(name) or C(path), optionally C(limit), and C(label) and
-    C(source) for the task output and the summary.
+    C(source) for the task output and the summary. A container the inventory names also has
+    C(guest), its inventory host, so that a play on that host finds what was done for it.
 positional: inventory, explicit
 options:
   _input:
@@ -110,17 +111,21 @@ def lxc_memlock_targets(discovery, inventory=None, explicit=None):
     targets = []
     by_key = {}
 
-    def add(entry, label, source):
+    def add(entry, label, source, guest=None):
         key = _key(entry)
         if key in by_key:
             known = by_key[key]
             if entry.get("limit") not in (None, ""):
                 known["limit"] = entry["limit"]
+            if guest and not known.get("guest"):
+                known["guest"] = guest
             if source not in known["source"].split("; "):
                 known["source"] = "%s; %s" % (known["source"], source)
             return
         item = dict((k, v) for k, v in entry.items() if k in _ALLOWED_KEYS and v not in (None, ""))
         item.update({"label": label, "source": source})
+        if guest:
+            item["guest"] = guest
         by_key[key] = item
         targets.append(item)
 
@@ -142,7 +147,7 @@ def lxc_memlock_targets(discovery, inventory=None, explicit=None):
         entry = dict((k, v) for k, v in guest.items() if k != "guest")
         if _check(entry, where) == "path":
             raise AnsibleFilterError("%s: give gpufleet_lxc_vmid or gpufleet_lxc_name" % where)
-        add(entry, _label(entry, guest.get("guest")), where)
+        add(entry, _label(entry, guest.get("guest")), where, guest.get("guest"))
     for index, entry in enumerate(explicit or []):
         _check(entry, "host_lxc_containers[%d]" % index)
         add(entry, _label(entry), "listed in host_lxc_containers")

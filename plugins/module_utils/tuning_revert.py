@@ -22,6 +22,8 @@ configures), then values, then kernel modules.
 
 from __future__ import annotations
 
+import os
+
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
@@ -106,7 +108,7 @@ def run(params, check_mode=False, paths=None, tools=None):
     result["changes"] = [_record(goal, current) for goal, current in todo]
     result["diff"] = [diffs.values_diff(dict((g["key"], _text(g, c)) for g, c in todo),
                                         dict((g["key"], _text(g, g["before"])) for g in goals), "gpufleet-tuning revert")]
-    result["commands"] = [" ".join(argv) for argv in _followups(goals, tools)]
+    result["commands"] = [" ".join(argv) for argv in _followups(goals, tools, paths)]
     if result["not_restorable"]:
         result["warnings"].append("left as they are (their content before the first change was never recorded): %s"
                                   % ", ".join(item["target"] for item in result["not_restorable"]))
@@ -154,7 +156,7 @@ def _apply(todo, paths, tools, result):
                 raise state_items.ItemError("%s reads %s after the write, not %s"
                                             % (state_items.describe(entry), _text(entry, back),
                                                _text(entry, entry["before"])))
-        for argv in _followups([goal for goal, current in todo], tools):
+        for argv in _followups([goal for goal, current in todo], tools, paths):
             outcome = tools.run(argv)
             if not outcome.ok:
                 raise state_items.ItemError(outcome.describe())
@@ -174,8 +176,11 @@ def _raw(entry, paths):
     return state_items.read_current(entry, paths)
 
 
-def _followups(entries, tools):
-    """Commands that make restored files take effect, once each, in a fixed order."""
+def _followups(entries, tools, paths):
+    """Commands that make restored files take effect, once each, in a fixed order. systemctl
+    only where systemd is the init (``/run/systemd/system``, as sd_booted(3) tells): a
+    container or chroot without it reads its unit files at its next start anyway, and there
+    systemctl fails ("not booted with systemd"), which would fail the whole revert."""
     if tools is None:
         return []
     out = []
@@ -191,9 +196,10 @@ def _followups(entries, tools):
         argv = choose_initramfs("auto", tools)[1]
         if argv:
             out.append(argv)
-    if any("/systemd/system.conf.d/" in e["target"] for e in files) and tools.which("systemctl"):
+    systemd = tools.which("systemctl") and os.path.isdir(os.path.join(paths.root, "run", "systemd", "system"))
+    if any("/systemd/system.conf.d/" in e["target"] for e in files) and systemd:
         out.append([tools.which("systemctl"), "daemon-reexec"])  # re-reads the manager's defaults too
-    elif any("/systemd/system/" in e["target"] for e in files) and tools.which("systemctl"):
+    elif any("/systemd/system/" in e["target"] for e in files) and systemd:
         out.append([tools.which("systemctl"), "daemon-reload"])
     return out
 

@@ -54,6 +54,10 @@ def test_each_config_once_and_a_given_limit_wins():
     assert targets[1]["limit"] == "1024:unlimited" and targets[1]["source"].endswith("; listed in host_lxc_containers")
     assert "limit" not in targets[2]
     assert targets[4] == {"name": "web", "label": "web", "source": "listed in host_lxc_containers"}
+    # The inventory host of a container stays with it, found first by discovery or not, so a
+    # play on that host finds what was done for it (a rollout's container step).
+    assert [t.get("guest") for t in targets] == [
+        "llm-serve-01.example.net", None, None, "llm-serve-09.example.net", None, None]
 
 
 def test_nothing_discovered_is_fine():

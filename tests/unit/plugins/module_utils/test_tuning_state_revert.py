@@ -315,3 +315,34 @@ def test_a_rerun_that_changes_nothing_leaves_the_record_as_it_is(tmp_path):
     planned = [records.file_change("sysctl", str(conf), conf.read_bytes(), b"x", 0o644, 0o644)]
     again = tuning_state.run({"path": _state_path(tmp_path), "run_id": "run-3", "planned": planned}, paths=paths)
     assert again["changed"] is False and open(_state_path(tmp_path), "rb").read() == record
+
+
+@pytest.mark.parametrize("booted", [True, False])
+def test_systemd_reads_restored_defaults_only_where_it_is_the_init(tmp_path, booted):
+    """A restored systemd manager default is re-read (daemon-reexec) where systemd is the init;
+    where it is not (a container or chroot without /run/systemd/system) systemctl would fail
+    ("not booted with systemd") and with it the whole revert, so it is not run."""
+    class Tools:
+        def __init__(self):
+            self.ran = []
+
+        def which(self, name):
+            return "/bin/" + name if name == "systemctl" else None
+
+        def run(self, argv):
+            self.ran.append(argv)
+            from ansible_collections.gpufleet.tuning.plugins.module_utils.common.commands import CommandResult
+            return CommandResult(argv, 0, "", "")
+
+    paths = _node(tmp_path)
+    if booted:
+        os.makedirs(str(tmp_path / "run/systemd/system"))
+    conf = str(tmp_path / "etc/systemd/system.conf.d/90-gpufleet-memlock.conf")
+    record = records.file_change("lxc_memlock", conf, None, b"[Manager]\nDefaultLimitMEMLOCK=infinity\n", None, 0o644)
+    tuning_state.run({"path": _state_path(tmp_path), "planned": [record]}, paths=paths)
+    write_tree(tmp_path, {"etc/systemd/system.conf.d/90-gpufleet-memlock.conf": "[Manager]\nDefaultLimitMEMLOCK=infinity\n"})
+    tuning_state.run({"path": _state_path(tmp_path), "applied": [record]}, paths=paths)
+    tools = Tools()
+    result = tuning_revert.run({"path": _state_path(tmp_path)}, paths=paths, tools=tools)
+    assert result["changed"] and not os.path.exists(conf)
+    assert tools.ran == ([["/bin/systemctl", "daemon-reexec"]] if booted else [])
