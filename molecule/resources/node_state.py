@@ -15,8 +15,11 @@ import glob
 import json
 import os
 
+# net/core/somaxconn: per network namespace with a fixed default (4096), so a namespaced host's
+# tuning shows whatever this machine's own values are; a new namespace copies tcp_rmem and
+# tcp_wmem from this machine's, which may already be tuned.
 SYSCTLS = ("kernel/numa_balancing", "kernel/nmi_watchdog", "kernel/sched_autogroup_enabled", "vm/swappiness",
-           "net/core/rmem_max", "net/core/wmem_max", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem")
+           "net/core/rmem_max", "net/core/wmem_max", "net/core/somaxconn", "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem")
 RUNTIME_GLOBS = ("/sys/devices/system/cpu/cpu*/cpuidle/state*/disable",
                  "/sys/devices/system/cpu/cpufreq/policy*/scaling_governor",
                  "/sys/devices/system/cpu/cpufreq/policy*/energy_performance_preference")

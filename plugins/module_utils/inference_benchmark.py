@@ -23,6 +23,8 @@ import time
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import numbers
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.progress import Progress
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.progress import remove as remove_progress
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.spec import with_defaults
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import health
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import load
@@ -53,6 +55,7 @@ ARGUMENT_SPEC = dict(
     memory_bandwidth_gbps=dict(type="float"),
     gpus=dict(type="int", default=1),
     seed=dict(type="int"),
+    progress_path=dict(type="path"),
 )
 
 # Integer options: (low, high), checked with their names.
@@ -112,6 +115,13 @@ def validate(params):
 def run(params, check_mode=False, paths=None, tools=None):
     """Measure; return the module result or raise ModuleFailure. Read-only for the node."""
     params, endpoint = validate(params)
+    try:
+        return _measure(params, endpoint, tools)
+    finally:
+        remove_progress(params.get("progress_path"))
+
+
+def _measure(params, endpoint, tools):
     clock = (tools or {}).get("clock", time.perf_counter)
     started = time.monotonic()
     result = {"changed": False, "changes": [], "url": endpoint.base, "endpoint": params["endpoint"],
@@ -146,8 +156,12 @@ def run(params, check_mode=False, paths=None, tools=None):
 
     runs = {level: [] for level in params["concurrency"]}
     all_records = []
+    steps = params["repeats"] * len(params["concurrency"])
+    progress = Progress(params.get("progress_path"), steps)
     for repeat in range(params["repeats"]):
         for level in params["concurrency"]:
+            progress.update(repeat * len(params["concurrency"]) + params["concurrency"].index(level), steps,
+                            "runs, repeat %d of %d at concurrency %d" % (repeat + 1, params["repeats"], level))
             count = max(params["requests"], level)
             records, wall = load.run_level(endpoint, workload, count, level, params["timeout_s"], index, clock)
             index += count
@@ -156,6 +170,7 @@ def run(params, check_mode=False, paths=None, tools=None):
             result["levels"] = _levels(runs)
             _raise_on_errors(records, "repeat %d, concurrency %d" % (repeat + 1, level), result)
 
+    progress.update(steps, steps, "runs measured")
     result["levels"] = _levels(runs)
     result["single_stream"] = next(item for item in result["levels"] if item["concurrency"] == 1)["summary"]
     result["tokens"] = _token_check(all_records, params, result["warnings"])

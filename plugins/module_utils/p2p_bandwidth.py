@@ -32,6 +32,8 @@ owner and mode chain check is local to cuda_driver; it could use a shared trust 
 from __future__ import annotations
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.progress import Progress
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common.progress import remove as remove_progress
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import gpu_facts
 from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import cuda_driver
 from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import nvml as nvml_mod
@@ -64,6 +66,7 @@ ARGUMENT_SPEC = dict(
     floor_efficiency=dict(type="dict"),
     fail_on_threshold=dict(type="bool", default=True),
     cuda_library=dict(type="str", default=cuda_driver.DEFAULT_LIBRARY),
+    progress_path=dict(type="path"),
 )
 
 _RANGES = {
@@ -162,8 +165,9 @@ def run(params, check_mode=False, paths=None, tools=None):
     except cuda_driver.DriverMissing as exc:
         return skipped("no NVIDIA driver: %s" % exc)
     nvml = tools.nvml()
+    progress = Progress(params.get("progress_path"))
     try:
-        result = p2p_measure.measure(driver, nvml, options)
+        result = p2p_measure.measure(driver, nvml, options, progress)
         node, versions = (None, {}) if result.get("skipped") else node_facts(paths, nvml)
     except cuda_driver.CudaError as exc:
         if exc.code == CUDA_ERROR_NO_DEVICE and exc.call == "cuInit":
@@ -173,6 +177,7 @@ def run(params, check_mode=False, paths=None, tools=None):
         raise ModuleFailure(str(exc))
     finally:
         nvml.shutdown()
+        remove_progress(params.get("progress_path"))
     result["changes"] = []
     if result.get("skipped"):
         result["skip_reason"] = result["msg"]

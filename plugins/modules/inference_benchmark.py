@@ -140,6 +140,13 @@ options:
     description: GPUs the model is split over (tensor parallel), for the ceiling.
     type: int
     default: 1
+  progress_path:
+    description:
+      - A file the module keeps up to date while it measures (measured runs (each repeat of each concurrency level) done of how many, the step
+        now, seconds so far; one JSON object, replaced atomically), for a role that runs it as
+        an async task and follows it with gpufleet.tuning.job_progress. Removed at the end.
+        Unset writes nothing.
+    type: path
   seed:
     description:
       - Seed of the synthetic prompts; the same seed sends the same prompts (RV(input) gives the

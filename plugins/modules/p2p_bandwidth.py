@@ -170,6 +170,13 @@ options:
       returned.
     type: bool
     default: true
+  progress_path:
+    description:
+      - A file the module keeps up to date while it measures (GPU pairs done of how many, the step
+        now, seconds so far; one JSON object, replaced atomically), for a role that runs it as
+        an async task and follows it with gpufleet.tuning.job_progress. Removed at the end.
+        Unset writes nothing.
+    type: path
   cuda_library:
     description:
       - The CUDA driver library to load. Loading a library runs its code as the module's user

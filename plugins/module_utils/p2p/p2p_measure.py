@@ -472,15 +472,19 @@ class Runner:
             pass
         self.flag = None
 
-    def run(self, indices, links):
-        """Measure every pair of ``indices``; ``links`` maps (a, b) to (link type, topology)."""
+    def run(self, indices, links, progress=None):
+        """Measure every pair of ``indices``; ``links`` maps (a, b) to (link type, topology).
+        ``progress`` (common.progress.Progress) is told each pair as it starts."""
         ordered, bidirectional = [], []
+        pairs = p2p_plan.plan_pairs(indices)
         try:
             for index in indices:
                 gpu = Gpu(self.d, index, self.nstreams)
                 self.gpus[index] = gpu
                 gpu.allocate(self.d, self.size)
-            for a, b in p2p_plan.plan_pairs(indices):
+            for number, (a, b) in enumerate(pairs):
+                if progress is not None:
+                    progress.update(number, len(pairs), "pairs, measuring GPU %d <-> GPU %d" % (a, b))
                 link, topo = links.get((a, b), ("unknown", None))
                 try:
                     fwd, rev, bidi = self.measure_pair(self.gpus[a], self.gpus[b])
@@ -502,11 +506,13 @@ class Runner:
             self._free_flag()
             for gpu in self.gpus.values():
                 gpu.release(self.d)
+        if progress is not None:
+            progress.update(len(pairs), len(pairs), "pairs measured")
         ordered.sort(key=lambda r: (r["src"], r["dst"]))
         return ordered, bidirectional
 
 
-def measure(driver, nvml, params):
+def measure(driver, nvml, params, progress=None):
     """Discover GPUs, select, measure, judge. Returns the module result (without failing)."""
     started = time.monotonic()
     driver.init()
@@ -526,7 +532,7 @@ def measure(driver, nvml, params):
     for a, b in p2p_plan.plan_pairs(indices):
         links[(a, b)] = nvml.link(bdf[a], bdf[b]) if nvml is not None else ("unknown", None)
     runner = Runner(driver, params)
-    ordered, bidirectional = runner.run(indices, links)
+    ordered, bidirectional = runner.run(indices, links, progress)
     mats = p2p_plan.matrices(indices, ordered, bidirectional)
     elapsed = round(time.monotonic() - started, 1)
     result.update({

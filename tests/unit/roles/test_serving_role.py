@@ -81,6 +81,24 @@ def test_the_gate_fails_the_host_when_serving_got_slower(tmp_path, fake):
     assert report["gate"]["failed"] and report["headline"]["verdict"] == "worse"
 
 
+def test_a_long_sweep_says_how_far_it_got_while_it_runs(tmp_path, fake):
+    """The sweep is an async job followed a line at a time: runs done of all, the repeat and
+    level now; its result is kept as if the task had waited (no job keys in the JSON), and the
+    progress file is gone afterwards."""
+    import re
+    fake.behaviour["token_delay"] = 0.05  # 12 tokens: 0.6 s a request, about 10 s the sweep
+    progress = tmp_path / "bench.progress"
+    rc, out = play(tmp_path, fake, "before", serving_progress_poll_s=1, serving_benchmark_progress_path=str(progress))
+    assert rc == 0, out
+    lines = re.findall(r"inference benchmark, phase before: (\d)/6 runs, repeat (\d) of 3 at concurrency (\d)", out)
+    assert len(lines) >= 2, out
+    assert all(int(done) < 6 for done, _repeat, _level in lines)
+    assert [int(d) for d, _r, _l in lines] == sorted(int(d) for d, _r, _l in lines)  # it moves forward
+    saved = json.loads((tmp_path / "artifacts" / "node1" / "benchmark-before.json").read_text())
+    assert saved["levels"] and not {"ansible_job_id", "started", "finished", "results_file"} & set(saved)
+    assert not progress.exists()
+
+
 def test_a_server_that_is_not_ready_fails_the_check(tmp_path, fake):
     fake.behaviour["ready_after"] = 600
     rc, out = play(tmp_path, fake, "check", serving_ready_timeout_s=1, serving_ready_interval_s=0.5)

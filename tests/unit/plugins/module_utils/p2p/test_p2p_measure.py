@@ -193,3 +193,17 @@ def test_a_driver_without_the_hold_calls_measures_latency_launch_included():
     for pair in result["pairs"]:
         assert pair["latency_method"] == pm.LATENCY_LAUNCH_INCLUDED == pair["latency_staged_method"]
     assert pm.LATENCY_BYTES == 16 and 16 in sizes  # the sample's 1-int4 copy
+
+
+def test_progress_names_each_pair_as_it_starts_and_ends_with_all_measured():
+    seen = []
+
+    class Recorder:
+        def update(self, done, total=None, what=None):
+            seen.append((done, total, what))
+
+    pm.measure(FakeDriver(4), FakeNvml(), options(staged=False), Recorder())
+    # 4 GPUs: 6 pairs, each announced before it is measured, then the total.
+    assert [s[:2] for s in seen] == [(n, 6) for n in range(7)]
+    assert seen[0][2] == "pairs, measuring GPU 0 <-> GPU 1" and seen[5][2] == "pairs, measuring GPU 2 <-> GPU 3"
+    assert seen[-1][2] == "pairs measured"
