@@ -11,7 +11,7 @@ module: job_progress
 short_description: Wait a while for an async job and say how far it got
 version_added: 0.1.0
 description:
-  - Waits up to O(wait_s) for an async job (a task run with C(async) and C(poll: 0)) to finish,
+  - Waits up to O(wait_s) for an async job (a task run with C(async), C(poll) 0) to finish,
     then returns whether it did and the progress its module reports in O(progress_path)
     (gpufleet.tuning.p2p_bandwidth and gpufleet.tuning.inference_benchmark keep one). A role
     calls it again until RV(finished), printing RV(msg) in between, and then collects the job's
@@ -31,8 +31,7 @@ attributes:
     platforms: posix
 options:
   jid:
-    description: The job's id, RV(ansible.builtin.async_status#module:ansible_job_id) of the task
-      that started it.
+    description: The job's id, the C(ansible_job_id) of the task that started it.
     type: str
     required: true
   progress_path:

@@ -282,7 +282,7 @@ def test_pct_goes_through_the_harness(host, hostvars, fleet):
     exits with the answer: a vmid with no config is refused as pct refuses it, and what is not
     simulated says so; neither restarts anything."""
     only(hostvars, "gpu_hosts")
-    if hostvars["inventory_hostname"] not in set(lxc_host for lxc_host, _ in GUESTS.values()):
+    if hostvars["inventory_hostname"] not in set(lxc_host for lxc_host, _vmid in GUESTS.values()):
         assert not host.exists("pct")
         return
     # Exit status 255, as pct's errors: testinfra's ssh backend takes 255 for an ssh failure,
