@@ -159,8 +159,8 @@ def _measure(params, endpoint, tools):
     steps = params["repeats"] * len(params["concurrency"])
     progress = Progress(params.get("progress_path"), steps)
     for repeat in range(params["repeats"]):
-        for level in params["concurrency"]:
-            progress.update(repeat * len(params["concurrency"]) + params["concurrency"].index(level), steps,
+        for number, level in enumerate(params["concurrency"]):
+            progress.update(repeat * len(params["concurrency"]) + number, steps,
                             "runs, repeat %d of %d at concurrency %d" % (repeat + 1, params["repeats"], level))
             count = max(params["requests"], level)
             records, wall = load.run_level(endpoint, workload, count, level, params["timeout_s"], index, clock)

@@ -77,5 +77,5 @@ def run(params, check_mode=False, clock=time.monotonic, sleep=time.sleep):
     found = progress.read(params["progress_path"]) if params.get("progress_path") else None
     finished = state == "finished"
     line = "finished" if finished else (progress.describe(found) or "running, no progress reported yet")
-    return {"changed": False, "finished": finished, "progress": found, "msg": line,
+    return {"changed": False, "changes": [], "finished": finished, "progress": found, "msg": line,
             "waited_s": round(clock() - started, 1), "job_file": path}

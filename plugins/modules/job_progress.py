@@ -160,7 +160,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outc
 
 def main():
     module = AnsibleModule(argument_spec=job_progress.ARGUMENT_SPEC, supports_check_mode=True)
-    outcome.finish(module, lambda: dict(job_progress.run(module.params, check_mode=module.check_mode), changes=[]))
+    outcome.finish(module, lambda: job_progress.run(module.params, check_mode=module.check_mode))
 
 
 if __name__ == "__main__":
