@@ -34,7 +34,7 @@ ARGUMENT_SPEC = dict(
 
 MAX_WAIT_S = 600.0
 # ansible-core's job ids: "j" and digits, a dot, the wrapper's pid; no path separators.
-_JID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_JID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 
 
 def job_state(path):

@@ -29,6 +29,7 @@ attributes:
   platform:
     support: full
     platforms: posix
+    description: Any POSIX host Ansible runs async jobs on; it reads files only.
 options:
   jid:
     description: The job's id, the C(ansible_job_id) of the task that started it.
