@@ -78,6 +78,7 @@ ensure_venv() {
 # counted from the first stage. `timeout` signals the stage's whole process group; the stage
 # scripts' EXIT traps stop what they started (the VM, the podman store).
 STAGE_REPORT=()
+STAGE_LOG_DIR="$REPO_ROOT/.cache/stage-logs"
 TEST_START="${TEST_START:-$(date +%s)}"
 stage() {
     local name="$1" start rc limit left
@@ -92,17 +93,36 @@ stage() {
         rc=124
     else
         set +e
+        mkdir -p "$STAGE_LOG_DIR"
         if [ -f "$1" ] && [ -x "$1" ]; then
-            timeout --kill-after=120 "$limit" "$@"
+            timeout --kill-after=120 "$limit" "$@" 2>&1 | tee "$STAGE_LOG_DIR/$name.log"
         else
-            "$@"
+            "$@" 2>&1 | tee "$STAGE_LOG_DIR/$name.log"
         fi
-        rc=$?
+        rc=${PIPESTATUS[0]}
         set -e
         [ "$rc" = 124 ] && log "stage $name: killed after its ${limit}s limit"
     fi
     STAGE_REPORT+=("$(printf '%-22s %-6s %5ss' "$name" "$([ "$rc" = 0 ] && echo ok || { [ "$rc" = 124 ] && echo TIMEOUT; } || echo FAILED)" "$(( $(date +%s) - start ))")")
     return "$rc"
+}
+
+# print_failure_digest NAME...: what made each named stage fail, from its log: the test
+# failures, assertion and error lines, and the end of the log. Printed before the stage table
+# at the end of the run because CI keeps only the tail of a run's output, and a stage that
+# fails early is otherwise scrolled away by the stages after it.
+print_failure_digest() {
+    local name file
+    for name in "$@"; do
+        file="$STAGE_LOG_DIR/$name.log"
+        [ -f "$file" ] || continue
+        printf '\n==> why stage %s failed (from %s)\n' "$name" "${file#"$REPO_ROOT"/}"
+        sed -e 's/\x1b\[[0-9;]*m//g' "$file" |
+            grep -E '(FAILED|ERROR|Error|Traceback|fatal: |failed: |AssertionError|assert |^[^a-z]*E  )' |
+            grep -v -E 'failed=0|ignore_errors' | tail -n 60 || true
+        printf -- '--- last lines of %s\n' "$name"
+        sed -e 's/\x1b\[[0-9;]*m//g' "$file" | tail -n 25
+    done
 }
 
 print_stage_report() {

@@ -30,12 +30,15 @@ LOCKED = ("fleet-h2", "/etc/pve/lxc/101.conf")
 # record stays, emptied, after a revert).
 RECORD_DIR = "/var/lib/gpufleet-tuning"
 # The guests' hosts, their stand-in model server, the memlock limit they start with (create.yml)
-# and the one the rollout gives them: this machine's hard limit (vars/rollout.yml).
+# and the one the rollout gives them (vars/rollout.yml): 8 MiB, or this machine's hard limit
+# where that is lower (a guest cannot start with more than the podman that starts it has).
+# Fixed rather than the hard limit itself, so that machines whose runner has an unlimited hard
+# limit run the same case as the others; "unlimited" is the modules' unit tests' case.
 GUEST_HOSTS = {"fleet-g101": "fleet-h2", "fleet-g102": "fleet-h4"}
 SERVING = "fleet-serving.service"
 STOCK_MEMLOCK = "65536"
 _HARD = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
-CEILING = "unlimited" if _HARD == resource.RLIM_INFINITY else str(_HARD)
+CEILING = str(8 << 20 if _HARD == resource.RLIM_INFINITY else min(_HARD, 8 << 20))
 RUN_DIR = os.path.join(PROJECT, ".cache", "fleet", "run")
 
 
