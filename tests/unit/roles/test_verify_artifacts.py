@@ -104,3 +104,18 @@ def test_a_planted_result_link_is_not_read_or_copied(fleet):
     assert os.path.islink(str(folder / "verify.json"))
     assert (tmp / "id_ed25519").read_text() == "-----BEGIN OPENSSH PRIVATE KEY-----\n"
     assert "PRIVATE KEY" not in out
+
+
+def test_a_second_run_keeps_the_previous_result_byte_for_byte(tmp_path):
+    (tmp_path / "artifacts").mkdir()
+    rc, out = run_verify(tmp_path, ["node1.example.net"])
+    assert rc == 0, out
+    folder = tmp_path / "artifacts" / "node1.example.net"
+    first = (folder / "verify.json").read_bytes()
+    assert first.endswith(b"}\n") and not (folder / "verify.previous.json").exists()
+    rc, out = run_verify(tmp_path, ["node1.example.net"])
+    assert rc == 0, out
+    assert (folder / "verify.previous.json").read_bytes() == first
+    second = json.loads((folder / "verify.json").read_text())
+    assert second["comparison"]["previous_time"] == json.loads(first)["time"]
+    assert sorted(os.listdir(str(folder))) == ["verify.json", "verify.previous.json"]
