@@ -1102,7 +1102,7 @@ def main(argv=None):
         if cpu_power_off:
             collection_vars.update({"host_cpu_power_max_idle_latency_us": None, "host_cpu_power_governor": None,
                                     "host_cpu_power_energy_performance_preference": None,
-                                    "host_cpu_power_persist": None})
+                                    "host_cpu_power_persist": False})
         collection_vars_file = os.path.join(tmp, "collection-vars.json")
         with open(collection_vars_file, "w") as handle:
             json.dump(collection_vars, handle, indent=1)

@@ -23,11 +23,11 @@ one process:
    failed, so that a revert can undo the parts applied before it.
 
 A part that fails stops the ones after it. The parts before it stay applied and recorded, as they
-would after a failed task of a play that calls the modules one by one; ``results`` says which
+would after a failed task of a play that calls the modules one by one; ``modules`` says which
 (their ``changes``), and playbooks/revert.yml or a rollout's rescue undoes them from the record.
 
 Results are keyed by module name, the shape each module returns on its own, so the roles and
-filters read ``results.sysctl_profile`` where they read the module's registered result before.
+filters read ``modules.sysctl_profile`` where they read the module's registered result before.
 The LXC part is two modules: ``lxc_containers`` (discovery) and ``lxc_memlock`` (a loop-shaped
 result, ``results`` per container, each with its ``item``).
 
@@ -50,6 +50,11 @@ RUNTIME_PARTS = ("sysctl_profile", "pcie_maxreadreq", "pcie_acs", "cpu_power", "
 REBOOT_PARTS = ("nvidia_driver_options", "kernel_cmdline")
 PARTS = RUNTIME_PARTS + REBOOT_PARTS
 PHASE = dict([(name, "runtime") for name in RUNTIME_PARTS] + [(name, "reboot_required") for name in REBOOT_PARTS])
+# Each part's own tag: `--tags sysctl` tunes the sysctls alone, `--skip-tags pcie` leaves the PCIe
+# register out (the record areas' names, where a part has one of its own).
+TAG = {"sysctl_profile": "sysctl", "pcie_maxreadreq": "pcie", "pcie_acs": "pcie_acs", "cpu_power": "cpu_power",
+       "lxc_memlock": "lxc_memlock", "nvidia_peermem": "peermem", "nvidia_driver_options": "nvidia_options",
+       "kernel_cmdline": "kernel_cmdline"}
 # The module names of the results: the LXC part reports as the two modules it runs.
 RESULT_NAMES = ("sysctl_profile", "pcie_maxreadreq", "pcie_acs", "cpu_power", "lxc_containers", "lxc_memlock",
                 "nvidia_peermem", "nvidia_driver_options", "kernel_cmdline")
@@ -62,6 +67,22 @@ ARGUMENT_SPEC = dict(
     state_path=dict(type="path"),
     run_id=dict(type="str"),
 )
+
+
+
+def selected(run_tags, skip_tags=()):
+    """The parts a run applies, from its --tags and --skip-tags (ansible_run_tags and
+    ansible_skip_tags): a part runs when ``all``, its phase or its own tag is asked for, and
+    neither its phase nor its tag is skipped. The one task carries every phase and part tag,
+    so Ansible runs it whenever any of them is asked for, and this decides which parts apply."""
+    run_tags, skip_tags = set(run_tags or ["all"]), set(skip_tags or [])
+    out = []
+    for name in PARTS:
+        wanted = bool(run_tags & {"all", PHASE[name], TAG[name]})
+        if wanted and not skip_tags & {PHASE[name], TAG[name]}:
+            out.append(name)
+    return out
+
 
 # What a part given as null reports: left out of this call on purpose (a switch of the role).
 NOT_ENABLED = "not enabled here (not part of this call)"
@@ -225,8 +246,9 @@ def _lxc(options, check_mode, paths, tools):
             item = _failed(exc)
         item["item"] = target
         items.append(item)
+    # Shaped as Ansible registers a looped task: ``results`` per item, no records of its own (a
+    # reader that sums a result's and its items' records counts each once).
     loop = {"changed": any(item.get("changed") for item in items),
-            "changes": [record for item in items for record in item.get("changes") or []],
             "results": items,
             "msg": "%d container(s)" % len(items) if items else "no container to raise",
             "restart_required": any(item.get("restart_required") for item in items),
@@ -245,17 +267,20 @@ def _not_enabled(name):
 
 
 def records_of(results):
-    """Every change record of ``results`` ({module: result}), loop items included, in order."""
+    """Every change record of ``results`` ({module: result}), loop items included, in order. A
+    failed part claims none (it restored what it had applied); a loop's items that did change
+    keep theirs, also when another item failed."""
     found = []
     for name in RESULT_NAMES:
         result = results.get(name)
-        if isinstance(result, dict) and not result.get("failed"):
-            found.extend(result.get("changes") or [])
-        elif isinstance(result, dict):
-            # A failed loop keeps the records of the items that did change.
-            for item in result.get("results") or []:
+        if not isinstance(result, dict):
+            continue
+        if isinstance(result.get("results"), list):
+            for item in result["results"]:
                 if isinstance(item, dict) and not item.get("failed"):
                     found.extend(item.get("changes") or [])
+        elif not result.get("failed"):
+            found.extend(result.get("changes") or [])
     return found
 
 
@@ -266,7 +291,7 @@ def run(params, check_mode=False, paths=None, tools=None):
     paths = paths or Paths()
     warnings = []
     apply = params["apply"]
-    out = {"changed": False, "changes": [], "diff": [], "results": {}, "plan": {}, "applied": [],
+    out = {"changed": False, "changes": [], "diff": [], "modules": {}, "plan": {}, "applied": [],
            "run_id": params["run_id"] or _engine("tuning_state").new_run_id(),
            "reboot_required": False, "restart_required": False, "warnings": warnings}
     params["run_id"] = out["run_id"]
@@ -297,7 +322,7 @@ def run(params, check_mode=False, paths=None, tools=None):
 
     planned = dict((result_name, out["plan"][result_name]) for name in apply for result_name in _result_names(name))
     if check_mode:
-        out["results"] = planned
+        out["modules"] = planned
         out["applied"] = list(apply)
         _collect_warnings(planned, warnings)
         if params["state_path"] is not None:
@@ -312,17 +337,17 @@ def run(params, check_mode=False, paths=None, tools=None):
             try:
                 made = _call(name, params["parts"][name], False, paths, tools)
             except PartFailure as exc:
-                out["results"].update(exc.results)
+                out["modules"].update(exc.results)
                 failure = exc
                 break
-            out["results"].update(made)
+            out["modules"].update(made)
             out["applied"].append(name)
-        _collect_warnings(out["results"], warnings)
+        _collect_warnings(out["modules"], warnings)
     finally:
         if params["state_path"] is not None:
             # Also after a failed part: what the parts before it changed must be in the record.
             try:
-                out["state"] = _record(params, paths, False, applied=records_of(out["results"]), prune=True)
+                out["state"] = _record(params, paths, False, applied=records_of(out["modules"]), prune=True)
             except ModuleFailure as exc:
                 if failure is None:
                     raise ModuleFailure("the tuning was applied, but the record of what it changed was not written: "
@@ -370,24 +395,35 @@ def _pop_warnings(result):
 def _finish(out):
     """Top-level changed, changes, diff, reboot_required and restart_required from the parts
     that ran (and the state file's record, when it changed)."""
-    results = out["results"]
+    results = out["modules"]
     out["changes"] = records_of(results)
-    state = out.get("state") or {}
-    out["state_changed"] = bool(state.get("changed")) or bool((out.get("state_before") or {}).get("changed"))
+    # The record file, written up to twice (before and after the parts): one file record from
+    # what it held before the call to what it holds now.
+    written = ((out.get("state_before") or {}).get("changes") or []) + ((out.get("state") or {}).get("changes") or [])
+    state_record = None
+    if written:
+        state_record = dict(written[0], after=written[-1]["after"])
+    out["state_changed"] = state_record is not None and state_record["before"] != state_record["after"]
     if out["state_changed"]:
-        out["changes"] = out["changes"] + (state.get("changes") or (out.get("state_before") or {}).get("changes") or [])
+        out["changes"] = out["changes"] + [state_record]
     out["changed"] = bool(out["changes"])
     for name in RESULT_NAMES:
         result = results.get(name)
         if not isinstance(result, dict):
             continue
         for piece in [result] + [item for item in result.get("results") or [] if isinstance(item, dict)]:
-            diff = piece.get("diff")
+            diff = piece.pop("diff", None)
             if isinstance(diff, dict):
                 out["diff"].append(diff)
             elif isinstance(diff, list):
                 out["diff"].extend(d for d in diff if isinstance(d, dict))
         out["reboot_required"] = out["reboot_required"] or bool(result.get("reboot_required"))
         out["restart_required"] = out["restart_required"] or bool(result.get("restart_required"))
+    # The rendered diffs are for people (the top-level diff, shown with --diff); the records
+    # say the same for programs. Kept once: the registered result is templated by every later
+    # task that reads it, and a file's diff is its whole text.
+    for result in out["plan"].values():
+        for piece in [result] + [item for item in result.get("results") or [] if isinstance(item, dict)]:
+            piece.pop("diff", None)
     out["msg"] = "applied: %s" % (", ".join(out["applied"]) or "nothing")
     return out

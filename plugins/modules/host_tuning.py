@@ -24,7 +24,7 @@ description:
     record what was changed.
   - A part of O(apply) that cannot be planned fails the call before anything is written. A part
     that fails while applying stops the parts after it; the parts before it stay applied and are
-    in the record (C(results) says what they changed), so M(gpufleet.tuning.tuning_revert) or a
+    in the record (C(modules) says what they changed), so M(gpufleet.tuning.tuning_revert) or a
     rollout's rescue can undo them. A part only planned (not in O(apply)) that cannot be planned
     is reported failed in C(plan), and the call goes on.
   - In check mode the node's facts are read and every part is planned; nothing is written. The
@@ -171,7 +171,7 @@ changes:
       type: raw
   sample:
     - {"area": "sysctl", "kind": "value", "target": "vm.swappiness", "before": "60", "after": "10"}
-results:
+modules:
   description:
     - The result of each part this run applied (in check mode, planned), keyed by module name, in
       the shape that module returns on its own. The LXC part is C(lxc_containers) (the discovery)

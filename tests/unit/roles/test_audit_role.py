@@ -1,13 +1,14 @@
-"""The audit role (issue 17): it plans through the host role's own tasks in check mode, writes
-only on the controller, and leaves the play as it found it.
+"""The audit role (issue 17): it reads and plans through the host role's own tuning task (one
+gpufleet.tuning.host_tuning call, in check mode when it reads alone), writes only on the
+controller, and leaves the play as it found it.
 
-The first tests read the roles' YAML: the modules the audit plans are those of the host role's
-runtime.yml and reboot_required task files, included in check mode with the read-back's care
-(roles/verify/tasks/readback.yml); nothing but the controller is written; playbooks/tune.yml
-runs the audit first, in every run. The last ones run the role itself with ansible-playbook
-on this machine, with the host role's defaults (everything in check mode), and prove that the
-node's files, sysctls, CPU settings and PCI config space are what they were; they need
-gpufleet.tuning.node_facts and skip until plugins/modules/node_facts.py exists.
+The first tests read the roles' YAML: the modules the audit reports as planned are the
+engine's results, the audit alone includes the host role's tuning task in check mode with the
+read-back's care (roles/verify/tasks/readback.yml), and in playbooks/tune.yml it leaves the read
+to the host role's own call (issue 21: one module run per host and pass) and is judged after
+it; nothing but the controller is written. The last ones run the role with ansible-playbook on
+this machine, with the host role's defaults (everything in check mode), and prove that the
+node's files, sysctls, CPU settings and PCI config space are what they were.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import sys
 
 import jinja2
 import pytest
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils import host_tuning as engine
 
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot
@@ -50,48 +53,56 @@ def includes():
 
 # ------------------------------------------------------------------------------ what is planned
 
-def test_the_runtime_plan_is_the_verify_read_back_s_modules():
+def test_the_planned_modules_are_the_engine_s_results_by_phase():
+    by_phase = {"runtime": [], "reboot_required": []}
+    for name in engine.RESULT_NAMES:
+        by_phase[engine.PHASE[engine.PART_OF[name]]].append(name)
+    assert PLANNED == by_phase, "roles/audit/vars/main.yml __audit_planned_modules must list the engine's results"
     verify = audit_cases.load_yaml(os.path.join(ROLES, "verify", "vars", "main.yml"))["__verify_readback_modules"]
-    assert PLANNED["runtime"] == verify, "roles/audit/vars/main.yml runtime must list the modules of roles/host/tasks/runtime.yml"
+    assert PLANNED["runtime"] == verify
 
 
-def test_the_reboot_required_plan_is_the_host_role_s_reboot_required_modules():
-    host = [t for t in tasks_of("host", "main.yml") if t.module and "reboot_required" in t.tags
-            and not t.path.endswith("reboot.yml") and t.module != "tuning_state"]  # the record, not a tuning
-    assert PLANNED["reboot_required"] == [t.module for t in host]
-    for module in PLANNED["reboot_required"]:
-        tasks = tasks_of("host", module + ".yml")
-        assert [t.module for t in tasks] == [module], "roles/host/tasks/%s.yml must be that module's call alone" % module
-        assert tasks[0].data.get("register") == "__host_" + module
-        assert "notify" not in tasks[0].data, "a notify would fire from the audit's check-mode run"
+def test_the_audit_alone_reads_through_the_host_role_s_tuning_task_in_check_mode():
+    [task] = includes()
+    args = task.data["ansible.builtin.include_role"]
+    assert args["name"] == "gpufleet.tuning.host" and args["tasks_from"] == "host_tuning"
+    assert args.get("public") is True, "the host role's defaults stay visible for the rules' params"
+    apply = args.get("apply") or {}
+    assert apply.get("check_mode") is True, "%s: the read runs in check mode" % task.where
+    assert {"audit", "always"} <= set(apply.get("tags") or []), "%s: the included task runs whenever it runs" % task.where
+    assert task.data["vars"] == {"__audit_read_by_host": "{{ __audit_facts_options }}"}, "the read asks for the facts"
+    main = tasks_of("audit", "main.yml")
+    assert [t.data.get("when") for t in main] == ["__audit_read_by_host is none"], (
+        "the audit reads alone only when the host role's call does not read for it")
 
 
-def test_the_host_role_s_tasks_run_in_check_mode_with_the_read_back_s_care():
-    found = sorted(includes(), key=lambda t: t.data["ansible.builtin.include_role"]["tasks_from"] != "runtime")
-    assert len(found) == 2
-    runtime, reboot = found
-    for task in found:
-        args = task.data["ansible.builtin.include_role"]
-        assert args["name"] == "gpufleet.tuning.host"
-        apply = args.get("apply") or {}
-        assert apply.get("check_mode") is True, "%s: the plan must run in check mode" % task.where
-        assert {"audit", "always"} <= set(apply.get("tags") or []), "%s: the included tasks run whenever it runs" % task.where
-        assert apply.get("ignore_errors") is True, "%s: a module that cannot plan is reported, not fatal" % task.where
-        assert "audit" in task.tags
-    assert runtime.data["ansible.builtin.include_role"]["tasks_from"] == "runtime"
-    assert runtime.data["ansible.builtin.include_role"].get("public") is True
-    assert "__audit_planned_modules.reboot_required" in reboot.data["loop"]
-    assert reboot.data["ansible.builtin.include_role"]["tasks_from"] == "{{ __audit_module }}"
+def test_the_host_role_s_result_is_kept_before_and_put_back_after_the_judgement():
+    names = [t.name for t in tasks_of("audit", "read.yml")]
+    read = tasks_of("audit", "read.yml")
+    saved = [t for t in read if "__audit_saved_tuning" in (t.data.get("ansible.builtin.set_fact") or {})]
+    restore = [t for t in read if (t.data.get("ansible.builtin.set_fact") or {}).get("__host_tuning") == "{{ __audit_saved_tuning }}"]
+    judged = [t for t in read if "audit_result" in (t.data.get("ansible.builtin.set_fact") or {})]
+    assert len(saved) == 1 and len(restore) == 1 and len(judged) == 1
+    order = [names.index(t.name) for t in (saved[0], includes()[0], judged[0], restore[0])]
+    assert order == sorted(order), "keep, read, judge, put back: %s" % names
 
 
-def test_the_host_role_s_results_are_kept_before_and_put_back_after():
-    names = [t.name for t in tasks_of("audit", "plan.yml")]
-    saved = [t for t in tasks_of("audit", "plan.yml") if "__audit_saved" in (t.data.get("ansible.builtin.set_fact") or {})]
-    restore = [t for t in tasks_of("audit", "plan.yml") if t.data.get("loop") == "{{ __audit_saved | dict2items }}"]
-    assert len(saved) == 1 and len(restore) == 1
-    first_include = names.index(includes()[0].name)
-    assert names.index(saved[0].name) < first_include < names.index(restore[0].name)
-    assert restore[0].data["ansible.builtin.set_fact"] == {"{{ item.key }}": "{{ item.value }}"}
+def test_the_tuning_call_reads_for_the_audit_and_the_host_role_judges_it_after():
+    """playbooks/tune.yml: the audit's read is the host role's own call (its facts option), and
+    the audit is judged right after it, in an always section, so a failed tuning still reports."""
+    task = [t for t in tasks_of("host", "host_tuning.yml") if t.module == "host_tuning"][0]
+    assert task.args["facts"] == "{{ __audit_read_by_host | default(none) }}"
+    assert "gpufleet_audit_in_tuning" in AUDIT_VARS["__audit_with_tuning"]
+    assert "host_tuning_apply" in AUDIT_VARS["__audit_with_tuning"], "deferred only when the run applies a part"
+    main = audit_cases.load_yaml(os.path.join(ROLES, "host", "tasks", "main.yml"))
+    block = [entry for entry in main if "block" in entry][0]
+    [judge] = block["always"]
+    assert judge["ansible.builtin.include_role"] == {"name": "gpufleet.tuning.audit", "tasks_from": "judge",
+                                                     "apply": {"tags": ["always"]}}
+    assert "__audit_read_by_host" in judge["when"] and "facts" in judge["when"]
+    for name in ("tune.yml", "rollout.yml"):
+        plays = audit_cases.load_yaml(os.path.join(REPO, "playbooks", name))
+        assert any("gpufleet_audit_in_tuning" in (play.get("vars") or {}) for play in plays), name
 
 
 def test_the_audit_writes_only_on_the_controller_and_notifies_nothing():
@@ -108,14 +119,15 @@ def test_the_audit_writes_only_on_the_controller_and_notifies_nothing():
             assert delegated == "localhost", "%s writes with %s, not on the controller" % (task.where, writer[0])
     modules = set(t.module for t in audit_tasks() if t.module)
     # artifact_files is an action: it writes in the controller process, whatever the task's host.
-    assert modules == {"node_facts", "artifact_files"}, "the audit calls no tuning module itself: %s" % sorted(modules)
+    assert modules == {"artifact_files"}, "the audit calls no module of the node itself: %s" % sorted(modules)
 
 
 def test_tune_runs_the_audit_first_in_every_run():
     plays = audit_cases.load_yaml(os.path.join(REPO, "playbooks", "tune.yml"))
     hosts = [p for p in plays if p["hosts"] == "gpu_hosts"][0]
-    first = hosts["roles"][0]
-    assert first["role"] == "gpufleet.tuning.audit" and set(first["tags"]) == {"audit", "always"}
+    first = hosts["tasks"][0]
+    assert first["ansible.builtin.import_role"]["name"] == "gpufleet.tuning.audit"
+    assert set(first["tags"]) == {"audit", "always"}
     standalone = audit_cases.load_yaml(os.path.join(REPO, "playbooks", "audit.yml"))
     assert [r["role"] for r in standalone[0]["roles"]] == ["gpufleet.tuning.audit"]
 
@@ -241,3 +253,38 @@ def test_the_host_role_reports_nothing_of_the_audit_s_plan(audited):
     summary = out.split("Summarize what this run changed on the host]")[1].split("TASK [")[0]
     assert "nothing changed" in summary, summary
     assert "RUNNING HANDLER" not in out
+
+
+TUNE_PLAYBOOK = """
+- name: Audit and tune, as playbooks/tune.yml runs them
+  hosts: all
+  gather_facts: false
+  vars:
+    gpufleet_audit_in_tuning: true
+  roles:
+    - role: gpufleet.tuning.audit
+      tags: [audit, always]
+    - role: gpufleet.tuning.host
+"""
+
+
+@pytest.fixture(scope="module")
+def audited_in_tuning(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("audit-in-tuning")
+    before = node_state()
+    inventory = {"all": {"hosts": {"node1": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                             "audit_artifacts_dir": str(tmp / "artifacts")}}}}
+    rc, out = run_playbook(tmp, inventory, TUNE_PLAYBOOK, ["--tags", "runtime", "--check"])
+    return tmp, rc, out, before, node_state()
+
+
+def test_with_the_tuning_the_audit_is_read_by_its_one_call_and_judged_after(audited_in_tuning):
+    tmp, rc, out, before, after = audited_in_tuning
+    assert rc == 0, out
+    assert out.count("TASK [gpufleet.tuning.host : Tune the host in one call") == 1, "one module run for the tuning and the audit"
+    assert "Read the node and plan every tuning part" not in out, "the audit made a call of its own"
+    result = json.loads((tmp / "artifacts" / "node1" / "audit.json").read_text())
+    assert result["facts"]["kernel"] and sorted(result["planned"]["runtime"]) == sorted(PLANNED["runtime"])
+    assert out.index("Tune the host in one call") < out.index("Judge the node on the controller")
+    changed = sorted(key for key in set(before) | set(after) if before.get(key) != after.get(key))
+    assert not changed, "check mode changed %s" % changed

@@ -1,19 +1,22 @@
-"""One source for the host role's runtime tuning and the verify role's read-back (issue 16).
+"""One source for the host role's tuning, the verify role's read-back and the audit's plan.
 
-The verify role reads the runtime tuning back by running the host role's own
-roles/host/tasks/runtime.yml again in check mode (include_role tasks_from runtime). These tests
-parse the roles' YAML and fail when that contract breaks:
+The host role tunes in one call of gpufleet.tuning.host_tuning (roles/host/tasks/host_tuning.yml);
+the verify role reads the runtime parts back by running that very task again in check mode
+(include_role tasks_from host_tuning), and the audit plans through it. These tests parse the
+roles' YAML and fail when that contract breaks:
 
-- a runtime-tagged host task that calls a module of this collection sits outside runtime.yml
-  (it would be applied and never read back), or the verify role stops including that file in
-  check mode;
-- runtime.yml does more than call modules (a notify would fire a handler from the read-back,
-  an always-tagged task would print twice), or its results do not reach the report;
-- a host variable passed by a runtime task is not declared in the host role's argument spec
-  (entry point runtime, the one the read-back validates against), or its default there and in
+- a host task that calls a tuning module of this collection sits outside host_tuning.yml (it
+  would be applied and never read back), or the verify role stops including that file in
+  check mode, for the engine's runtime parts;
+- host_tuning.yml does more than call the module (a notify would fire a handler from the
+  read-back, an always-tagged task would print twice), misses a phase or part tag, or its
+  results do not reach the report;
+- a host variable passed by the task is not declared in the host role's argument spec (entry
+  point host_tuning, the one the read-back validates against), or its default there and in
   defaults/ disagree;
 - the verify role grows its own copy of a host option, or calls a tuning module itself;
-- a role variable is not named after the module argument it sets (role prefix + argument).
+- a role variable is not named after the module argument it sets (role prefix + argument),
+  inside each part of the call as for a module of its own.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ import re
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils import host_tuning as engine
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES = os.path.join(REPO, "roles")
 MODULES = os.path.join(REPO, "plugins", "modules")
 COLLECTION = "gpufleet.tuning."
 IMPORTS = ("ansible.builtin.import_tasks", "import_tasks")
-ROLE_VAR = re.compile(r"(?<![A-Za-z0-9_])((?:host|verify|container)_[a-z0-9_]+)")
+ROLE_VAR = re.compile(r"(?<![A-Za-z0-9_.])((?:host|verify|container)_[a-z0-9_]+)")
 
 # Each role's variable prefix per module: a variable setting argument ARG is PREFIX + ARG.
 PREFIXES = {
@@ -52,6 +57,9 @@ PREFIXES = {
     ("container", "memlock_info"): ("container_memlock_",),
     # The node's record of what the roles changed (state path and switch of each role).
     ("host", "tuning_state"): ("host_state_",),
+    # The one tuning call: its record's path is the host role's state path; its parts are checked
+    # part by part (test_each_part_s_options_are_its_module_s_and_named_after_them).
+    ("host", "host_tuning"): ("host_",),
     ("container", "tuning_state"): ("container_state_",),
     ("verify", "tuning_state"): ("verify_state_",),
 }
@@ -190,8 +198,19 @@ def host_main():
     return tasks_of("host", "main.yml")
 
 
-def host_runtime():
-    return tasks_of("host", "runtime.yml")
+def host_tuning_tasks():
+    return tasks_of("host", "host_tuning.yml")
+
+
+def host_tuning_task():
+    tasks = host_tuning_tasks()
+    assert len(tasks) == 1 and tasks[0].module == "host_tuning", "host_tuning.yml is the one call of host_tuning"
+    return tasks[0]
+
+
+def part_args(task):
+    """{part: {option: value}} of a host_tuning task (the parts in its vars)."""
+    return task.data["vars"]["__host_tuning_parts"]
 
 
 def verify_tasks():
@@ -210,66 +229,66 @@ def _key(task):
     return (os.path.relpath(task.path, REPO), task.name)
 
 
-# ------------------------------------------------------------------------------ the shared file
+# ------------------------------------------------------------------------------ the shared task
 
-def test_the_host_role_applies_the_shared_runtime_file():
+def test_the_host_role_applies_the_shared_tuning_task():
     applied = set(_key(t) for t in host_main())
-    shared = [_key(t) for t in host_runtime()]
-    assert shared and all(key in applied for key in shared), (
-        "roles/host/tasks/main.yml must import runtime.yml (what the verify role reads back)")
+    assert _key(host_tuning_task()) in applied, (
+        "roles/host/tasks/main.yml must import host_tuning.yml (what the verify role reads back)")
 
 
-def test_every_runtime_module_task_of_the_host_role_is_read_back():
-    """A runtime-tagged host task calling a module of this collection, anywhere in the role,
-    must be in runtime.yml: only what is there is read back by the verify role."""
-    applied = dict((_key(t), t) for t in host_main() if t.module and "runtime" in t.tags
-                   and t.module not in RECORD_KEEPING)
-    shared = dict((_key(t), t) for t in host_runtime() if t.module)
-    missing = sorted(t.where for k, t in applied.items() if k not in shared)
-    assert not missing, ("runtime tasks of the host role the verify role never reads back (move them into "
-                         "roles/host/tasks/runtime.yml or a file it imports): %s" % missing)
-    assert applied, "no runtime module task found in the host role: the parser is broken"
+def test_every_tuning_module_task_of_the_host_role_is_the_shared_one():
+    """A host task calling a tuning module of this collection, anywhere in the role, must be the
+    host_tuning call: only that is read back by the verify role. The reboot contract's re-read
+    after a reboot (check mode, the same part's arguments) is the one other call."""
+    calls = [t for t in host_main() if t.module and t.module not in RECORD_KEEPING]
+    others = sorted(t.where for t in calls if _key(t) != _key(host_tuning_task())
+                    and not (t.path.endswith("/reboot.yml") and t.data.get("check_mode") is True))
+    assert not others, "tuning module tasks of the host role outside host_tuning.yml: %s" % others
+    assert any(_key(t) == _key(host_tuning_task()) for t in calls), "the host role must apply host_tuning.yml"
 
 
-def test_the_verify_role_runs_that_very_file_in_check_mode_tagged_verify():
+def test_the_shared_task_carries_every_phase_and_part_tag():
+    tags = host_tuning_task().tags
+    assert {"runtime", "reboot_required"} <= tags
+    assert set(engine.TAG.values()) <= tags, "part tags missing: %s" % sorted(set(engine.TAG.values()) - tags)
+    assert sorted(part_args(host_tuning_task())) == sorted(engine.PARTS), "every part of the engine, each with its options"
+
+
+def test_the_verify_role_runs_that_very_task_in_check_mode_for_the_runtime_parts():
     include = readback_include()
     args = include.data["ansible.builtin.include_role"]
-    assert args.get("tasks_from") == "runtime", (
-        "%s: tasks_from must be 'runtime' (no .yml: the name also selects the argument spec entry point)" % include.where)
+    assert args.get("tasks_from") == "host_tuning", (
+        "%s: tasks_from must be 'host_tuning' (no .yml: the name also selects the argument spec entry point)" % include.where)
     apply = args.get("apply") or {}
     assert apply.get("check_mode") is True, "%s: apply.check_mode must be true: the read-back changes nothing" % include.where
     assert "verify" in _as_list(apply.get("tags")), "%s: apply.tags must hold verify (--tags verify alone)" % include.where
-    assert not apply.get("ignore_errors"), "%s: ignore_errors would hide the runtime argument validation" % include.where
+    assert not apply.get("ignore_errors"), "%s: ignore_errors would hide the argument validation" % include.where
     assert {"verify", "runtime"} <= include.tags, "%s: the include itself must carry verify and runtime" % include.where
     assert any("verify_readback_enabled" in str(cond) for cond in include.when), (
         "%s: the read-back must follow verify_readback_enabled" % include.where)
+    verify_vars = load(os.path.join(ROLES, "verify", "vars", "main.yml"))
+    assert verify_vars["__verify_readback_parts"] == list(engine.RUNTIME_PARTS)
+    assert include.data["vars"]["__host_tuning_plan"] == "{{ __verify_readback_parts }}"
+    assert include.data["vars"]["__host_tuning_apply"] == "{{ __verify_readback_parts }}"
 
 
-def test_the_shared_file_only_calls_modules():
-    """No notify (a handler must not fire from the read-back), no always-tagged task (it would
-    print twice), nothing but module calls, each registered under its module's name, runtime
-    only."""
-    for task in host_runtime():
-        assert task.module, "%s: runtime.yml holds module calls only (found %s)" % (
-            task.where, [k for k in task.data if "." in k])
-        assert "notify" not in task.data, "%s: a notify in runtime.yml would fire from the read-back" % task.where
-        assert "always" not in task.tags, "%s: an always-tagged task in runtime.yml runs twice" % task.where
-        assert "runtime" in task.tags and "reboot_required" not in task.tags, (
-            "%s: runtime.yml is the runtime tuning: tag runtime, not reboot_required" % task.where)
-        for keyword in ("check_mode", "ignore_errors", "changed_when", "failed_when", "delegate_to"):
-            assert keyword not in task.data, "%s: %s would differ between the apply and the read-back" % (task.where, keyword)
-        assert task.data.get("register") == "__host_" + task.module, (
-            "%s: register as __host_%s (the verify role reads it by that name)" % (task.where, task.module))
+def test_the_shared_task_only_calls_the_module():
+    """No notify (a handler must not fire from the read-back), no always tag (it would print
+    twice), no keyword that would differ between the apply and the read-back."""
+    task = host_tuning_task()
+    assert "notify" not in task.data, "%s: a notify would fire from the read-back" % task.where
+    assert "always" not in task.tags, "%s: an always-tagged task runs twice" % task.where
+    for keyword in ("check_mode", "ignore_errors", "changed_when", "failed_when", "delegate_to", "when"):
+        assert keyword not in task.data, "%s: %s would differ between the apply and the read-back" % (task.where, keyword)
+    assert task.data.get("register") == "__host_tuning", "%s: register as __host_tuning" % task.where
 
 
 def test_every_read_back_result_reaches_the_report():
-    modules = []
-    for task in host_runtime():
-        if task.module not in modules:
-            modules.append(task.module)
     listed = load(os.path.join(ROLES, "verify", "vars", "main.yml"))["__verify_readback_modules"]
-    assert listed == modules, ("roles/verify/vars/main.yml __verify_readback_modules must list the modules of "
-                               "roles/host/tasks/runtime.yml in its order: %s, not %s" % (modules, listed))
+    runtime = [name for name in engine.RESULT_NAMES if engine.PHASE[engine.PART_OF[name]] == "runtime"]
+    assert listed == runtime, ("roles/verify/vars/main.yml __verify_readback_modules must list the results of the "
+                               "engine's runtime parts in their order: %s, not %s" % (runtime, listed))
     readback = open(os.path.join(ROLES, "verify", "tasks", "readback.yml")).read()
     report = open(os.path.join(ROLES, "verify", "tasks", "report.yml")).read()
     assert "__verify_readback_modules" in readback and "__verify_readback:" in readback
@@ -277,13 +296,14 @@ def test_every_read_back_result_reaches_the_report():
     assert re.search(r"'readback': __verify_readback\b", report), "the judgement must read the read-back"
 
 
-def test_nothing_after_the_read_back_reads_the_results_it_replaced():
-    """The read-back re-registers __host_<module>; the host role's handlers run at the end of
-    the play, after it, so they must not read those results."""
-    registers = set(t.data["register"] for t in host_runtime())
+def test_nothing_after_the_read_back_reads_the_result_it_replaced():
+    """The read-back re-registers __host_tuning (and with it the __host_<module> views of
+    vars/main.yml); the host role's handlers run at the end of the play, after it, so they must
+    not read those."""
+    views = set(load(os.path.join(ROLES, "host", "vars", "main.yml")))
     for name in os.listdir(os.path.join(ROLES, "host", "handlers")):
         text = yaml.safe_dump(load(os.path.join(ROLES, "host", "handlers", name)), width=1 << 20)  # no comments
-        for var in registers:
+        for var in {"__host_tuning"} | set(v for v in views if v.startswith("__host_")):
             assert not re.search(r"\b%s\b" % re.escape(var), text), (
                 "roles/host/handlers/%s reads %s, which the verify role's read-back replaces before handlers run"
                 % (name, var))
@@ -292,36 +312,39 @@ def test_nothing_after_the_read_back_reads_the_results_it_replaced():
 def test_the_verify_role_calls_no_tuning_module_itself():
     """Per-module read-back tasks with their own arguments are what drifted from the host role."""
     direct = sorted(set(t.module for t in verify_tasks() if t.module and t.module not in RECORD_KEEPING + CONTROLLER_ACTIONS))
-    assert direct == ["p2p_bandwidth"], "the verify role calls %s itself; read back through runtime.yml" % direct
+    assert direct == ["p2p_bandwidth"], "the verify role calls %s itself; read back through host_tuning.yml" % direct
 
 
 # ------------------------------------------------------------------------------ options, once
 
-def runtime_host_vars():
+def tuning_host_vars():
     found = {}
-    for task in host_runtime():
-        data = dict((k, v) for k, v in task.data.items() if k not in ("name", "register", "tags"))
-        for var in role_vars_in(data):
-            found.setdefault(var, task.where)
+    task = host_tuning_task()
+    data = dict((k, v) for k, v in task.data.items() if k not in ("name", "register", "tags"))
+    for var in role_vars_in(data):
+        found.setdefault(var, task.where)
+    # The LXC part's inventory containers (vars/main.yml, __host_lxc_memlock_inventory).
+    for var in role_vars_in(load(os.path.join(ROLES, "host", "vars", "main.yml"))["__host_lxc_memlock_inventory"]):
+        found.setdefault(var, "roles/host/vars/main.yml")
     return found
 
 
-def test_every_runtime_option_is_declared_in_the_runtime_entry_point():
+def test_every_tuning_option_is_declared_in_the_host_tuning_entry_point():
     specs = argument_specs("host")
-    runtime = specs["runtime"]["options"]
-    used = runtime_host_vars()
-    undeclared = sorted("%s (%s)" % (var, where) for var, where in used.items() if var not in runtime)
-    assert not undeclared, ("host variables passed by runtime tasks but missing from the runtime entry point of "
-                            "roles/host/meta/argument_specs.yml: %s" % undeclared)
-    unused = sorted(set(runtime) - set(used))
-    assert not unused, "the runtime entry point declares options no runtime task uses: %s" % unused
+    declared = specs["host_tuning"]["options"]
+    used = tuning_host_vars()
+    undeclared = sorted("%s (%s)" % (var, where) for var, where in used.items() if var not in declared)
+    assert not undeclared, ("host variables passed by the tuning task but missing from the host_tuning entry point "
+                            "of roles/host/meta/argument_specs.yml: %s" % undeclared)
+    unused = sorted(set(declared) - set(used))
+    assert not unused, "the host_tuning entry point declares options the tuning task does not use: %s" % unused
 
 
-def test_the_main_entry_point_takes_the_runtime_options_as_they_are():
+def test_the_main_entry_point_takes_the_tuning_options_as_they_are():
     specs = argument_specs("host")
-    main, runtime = specs["main"]["options"], specs["runtime"]["options"]
-    for name, spec in runtime.items():
-        assert main.get(name) == spec, "host option %s differs between the main and runtime entry points" % name
+    main, tuning = specs["main"]["options"], specs["host_tuning"]["options"]
+    for name, spec in tuning.items():
+        assert main.get(name) == spec, "host option %s differs between the main and host_tuning entry points" % name
 
 
 def _comparable(value):
@@ -382,14 +405,14 @@ def module_tasks_of_every_role():
 
 
 def test_task_files_are_named_after_their_module():
-    """roles/ROLE/tasks/M.yml (or M_<when>.yml) calls module M (lxc_memlock.yml also finds the
-    containers first). The revert and rollout roles are one job each around other roles."""
+    """roles/ROLE/tasks/M.yml (or M_<when>.yml) calls module M. The revert and rollout roles are
+    one job each around other roles."""
     for task in module_tasks_of_every_role():
         stem = os.path.splitext(os.path.basename(task.path))[0]
         if task.role in ("revert", "rollout") or stem.startswith(task.module + "_"):
             continue
-        if task.path.endswith("/reboot.yml") or (stem, task.module) == ("lxc_memlock", "lxc_containers"):
-            continue  # the reboot contract reads the command line again; discovery feeds lxc_memlock
+        if task.path.endswith("/reboot.yml"):
+            continue  # the reboot contract reads the command line again
         if task.role == "container" and stem == "memlock":
             continue  # memlock inside the container: pam_limits and systemd files, then memlock_info
         assert stem == task.module, "%s calls %s" % (task.where, task.module)
@@ -416,3 +439,39 @@ def test_role_variables_are_named_after_the_module_arguments_they_set():
             if not refs & set(prefix + arg for prefix in prefixes):
                 wrong.append("%s: %s from %s, not %s" % (task.where, arg, sorted(refs), prefixes[-1] + arg))
     assert not wrong, "role variables not named after the module argument they set: %s" % wrong
+
+
+# The LXC part's options, as host_tuning takes them: discovery's (lxc_containers), the limit's
+# (lxc_memlock) and the two lists it merges.
+LXC_PART_MODULES = ("lxc_containers", "lxc_memlock")
+LXC_PART_DERIVED = {
+    "inventory": "the inventory's containers of this host (vars/main.yml, from gpufleet_lxc_host)",
+    "containers": "host_lxc_containers, the hand-written list",
+}
+
+
+def test_each_part_s_options_are_its_module_s_and_named_after_them():
+    """Inside the host_tuning call each part is its module: an option of that module (not an
+    alias), set by the role's variable of that module's prefix and the option's name."""
+    wrong = []
+    task = host_tuning_task()
+    for part, options in part_args(task).items():
+        modules = LXC_PART_MODULES if part == "lxc_memlock" else (part,)
+        known = {}
+        for module in modules:
+            known.update(module_options(module))
+        for arg, value in options.items():
+            if part == "lxc_memlock" and arg in LXC_PART_DERIVED:
+                continue
+            if arg not in known:
+                aliased = [name for name, aliases in known.items() if arg in aliases]
+                wrong.append("%s: %s is %s" % (part, arg, "an alias of %s" % aliased[0] if aliased else "not an option"))
+                continue
+            refs = role_vars_in(value)
+            if not refs or (part, arg) in DERIVED_ARGUMENTS:
+                continue
+            prefixes = sum((PREFIXES.get(("host", module), ()) for module in modules), ())
+            assert prefixes, "declare the host role's variable prefix for %s in PREFIXES" % part
+            if not refs & set(prefix + arg for prefix in prefixes):
+                wrong.append("%s: %s from %s, not %s" % (part, arg, sorted(refs), prefixes[-1] + arg))
+    assert not wrong, "host variables not named after the option they set: %s" % wrong

@@ -1,8 +1,8 @@
-"""The verify role's read-back, run with ansible-playbook: the host role's runtime tasks again.
+"""The verify role's read-back, run with ansible-playbook: the host role's tuning task again.
 
-Everything runs with --tags verify, so the host role's own runtime tasks are skipped and the
-read-back (the same tasks, in check mode) is the only thing that touches this machine: nothing
-is written. The tuning is narrowed to what reads the same everywhere: one sysctl at its current
+Everything runs with --tags verify, so the host role's own tuning task is skipped and the
+read-back (the same task, in check mode, for the runtime parts) is the only thing that touches
+this machine: nothing is written. The tuning is narrowed to what reads the same everywhere: one sysctl at its current
 value under a profile name no host has, no PCIe, no CPU power request, nvidia_peermem only with
 RDMA devices and not required, and one LXC container: a config file in the test's folder,
 which lacks the memlock limit, so its read-back must report drift from its change records.
@@ -131,7 +131,7 @@ def test_the_summary_prints_once_and_no_handler_runs(tune_play):
 def test_the_read_back_validates_the_host_variables_without_the_host_role(tmp_path):
     rc, out = run(tmp_path, VERIFY_ONLY, "-e", "host_pcie_size=3000")
     assert rc != 0
-    assert "Validating arguments against arg spec 'runtime'" in out and "host_pcie_size" in out, out
+    assert "Validating arguments against arg spec 'host_tuning'" in out and "host_pcie_size" in out, out
     assert not (tmp_path / "artifacts" / "node1" / "verify.json").exists()
 
 

@@ -98,12 +98,12 @@ def test_a_pass_applies_every_part_and_records_the_before_state(tmp_path):
     assert (tmp_path / "sys/devices/system/cpu/cpu0/cpuidle/state3/disable").read_text().strip() == "1"
     assert b"lxc.prlimit.memlock: unlimited\n" in (tmp_path / "etc/pve/nodes/pve-gpu-01/lxc/101.conf").read_bytes()
     # Results keyed by module, in each module's own shape; the LXC part as discovery + a loop.
-    assert set(result["results"]) == {"sysctl_profile", "cpu_power", "lxc_containers", "lxc_memlock"}
-    assert result["results"]["lxc_containers"]["selected"] == ["101"]
-    [item] = result["results"]["lxc_memlock"]["results"]
+    assert set(result["modules"]) == {"sysctl_profile", "cpu_power", "lxc_containers", "lxc_memlock"}
+    assert result["modules"]["lxc_containers"]["selected"] == ["101"]
+    [item] = result["modules"]["lxc_memlock"]["results"]
     assert item["item"]["vmid"] == 101 and item["changed"] is True
     # Every record of the parts is in changes, with the state file's; changed agrees.
-    part_records = ht.records_of(result["results"])
+    part_records = ht.records_of(result["modules"])
     assert {r["area"] for r in part_records} == {"sysctl", "cpu_power", "lxc_memlock"}
     assert result["changes"][:len(part_records)] == part_records
     assert [r["target"] for r in result["changes"][len(part_records):]] == [str(tmp_path / STATE)]
@@ -115,7 +115,7 @@ def test_a_pass_applies_every_part_and_records_the_before_state(tmp_path):
     conf = items["file:%s" % (tmp_path / "etc/pve/lxc/101.conf")]
     assert conf["applied"] is True and conf["before"]["content_b64"]
     # kernel_cmdline is only planned: in the plan, not applied, not recorded.
-    assert result["plan"]["kernel_cmdline"]["changed"] is True and "kernel_cmdline" not in result["results"]
+    assert result["plan"]["kernel_cmdline"]["changed"] is True and "kernel_cmdline" not in result["modules"]
     assert not any(key.startswith("file:%s" % (tmp_path / "etc/default")) for key in items)
     assert "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"" in (tmp_path / "etc/default/grub").read_text()
 
@@ -164,13 +164,13 @@ def test_check_mode_plans_every_part_and_writes_nothing(tmp_path):
     before = snapshot(tmp_path)
     result = run(tmp_path, check_mode=True, facts={})
     assert snapshot(tmp_path) == before
-    assert result["results"]["sysctl_profile"] is result["plan"]["sysctl_profile"]
-    assert {r["target"] for r in result["results"]["sysctl_profile"]["changes"]} >= set(SYSCTL["settings"])
+    assert result["modules"]["sysctl_profile"] is result["plan"]["sysctl_profile"]
+    assert {r["target"] for r in result["modules"]["sysctl_profile"]["changes"]} >= set(SYSCTL["settings"])
     assert result["changed"] is True and result["state_changed"] is True and "facts" in result
     assert result["plan"]["kernel_cmdline"]["changed"] is True
     # What check mode predicted is what the pass then does.
     applied = run(tmp_path)
-    assert ht.records_of(applied["results"]) == ht.records_of(result["results"])
+    assert ht.records_of(applied["modules"]) == ht.records_of(result["modules"])
 
 
 def test_check_mode_after_a_pass_reports_nothing_to_change(tmp_path):
@@ -224,7 +224,7 @@ def test_a_part_that_cannot_be_planned_stops_the_call_before_anything_is_written
         run(tmp_path, parts=dict(params(tmp_path)["parts"], lxc_memlock=dict(LXC, on_locked="fail")))
     assert failure.value.message.startswith("lxc_memlock: ") and "backup" in failure.value.message
     assert failure.value.partial["failed_part"] == "lxc_memlock"
-    assert failure.value.partial["results"] == {} and failure.value.partial["plan"]["lxc_memlock"]["failed"]
+    assert failure.value.partial["modules"] == {} and failure.value.partial["plan"]["lxc_memlock"]["failed"]
     assert snapshot(tmp_path) == before  # the sysctls and the idle states too: nothing was applied
 
 
@@ -252,8 +252,8 @@ def test_a_part_failing_while_applying_keeps_the_parts_before_it_recorded_and_re
     partial = failure.value.partial
     assert failure.value.message.startswith("cpu_power: write of cpu0")
     assert partial["failed_part"] == "cpu_power" and partial["applied"] == ["sysctl_profile"]
-    assert partial["results"]["cpu_power"]["failed"] is True and partial["results"]["cpu_power"]["cpus"] == [0, 1]
-    assert {r["target"] for r in partial["results"]["sysctl_profile"]["changes"] if r["kind"] == "value"} == set(SYSCTL["settings"])
+    assert partial["modules"]["cpu_power"]["failed"] is True and partial["modules"]["cpu_power"]["cpus"] == [0, 1]
+    assert {r["target"] for r in partial["modules"]["sysctl_profile"]["changes"] if r["kind"] == "value"} == set(SYSCTL["settings"])
     # The sysctls stay applied and are in the record, applied; nothing of the LXC part ran.
     assert sysctls(tmp_path) == {"vm.swappiness": "10", "kernel.numa_balancing": "0"}
     items = saved(tmp_path)["items"]

@@ -25,7 +25,7 @@ def test_exit_json_idempotence_and_the_record(tmp_path, monkeypatch, capsys):
     args = _fake(tmp_path, monkeypatch)
     failed, result = run_module(host_tuning, args, capsys)
     assert not failed and result["changed"] is True and result["applied"] == ["sysctl_profile"]
-    assert result["results"]["sysctl_profile"]["after"] == {"vm.swappiness": "10"}
+    assert result["modules"]["sysctl_profile"]["after"] == {"vm.swappiness": "10"}
     assert [c["target"] for c in result["changes"]][0] == "vm.swappiness"
     assert result["changes"][-1]["target"] == str(tmp_path / "state.json") and result["state_changed"] is True
     assert oct(os.stat(str(tmp_path / "state.json")).st_mode & 0o777) == "0o600"

@@ -130,6 +130,24 @@ def test_kallsyms_lookup_matches_the_exact_symbol(tmp_path):
     assert km.kallsyms_lookup("x", str(tmp_path / "nowhere"))["readable"] is False
 
 
+def test_kallsyms_is_read_again_only_when_a_module_came_or_went(tmp_path, monkeypatch):
+    """procfs gives /proc/kallsyms a fixed stat, so the loaded modules are what says it changed."""
+    write_tree(tmp_path, {"proc/kallsyms": kf.kallsyms(False), "proc/modules": "nvidia 1 0 - Live 0x0\n"})
+    proc = str(tmp_path / "proc")
+    reads = []
+    real = km._kallsyms_read
+    monkeypatch.setattr(km, "_kallsyms_read", lambda path, symbol: reads.append(path) or real(path, symbol))
+    fixed = os.stat(os.path.join(proc, "kallsyms"))
+    monkeypatch.setattr(km.os, "stat", lambda path, *a, **k: fixed if path.endswith("/kallsyms") else os.lstat(path))
+    assert km.kallsyms_lookup(kf.PEER_SYMBOL, proc)["found"] is False
+    assert km.kallsyms_lookup(kf.PEER_SYMBOL, proc)["found"] is False
+    assert len(reads) == 1
+    # ib_core loaded: its symbols are in kallsyms now (same stat, as procfs reports it).
+    write_tree(tmp_path, {"proc/kallsyms": kf.kallsyms(True), "proc/modules": "nvidia 1 0 - Live 0x0\nib_core 1 0 - Live 0x0\n"})
+    assert km.kallsyms_lookup(kf.PEER_SYMBOL, proc) == {"readable": True, "found": True, "module": "ib_core"}
+    assert len(reads) == 2
+
+
 def test_symbol_providers_from_modules_symbols(tmp_path):
     kf.gpu_node(tmp_path, provider=True)
     lib = str(tmp_path / "lib/modules")
