@@ -121,6 +121,11 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(REPO, "benchmarks", "runtime_pass")
+sys.path.insert(0, HERE)
+import ssh_hosts  # noqa: E402  (benchmarks/runtime_pass/ssh_hosts.py, beside the playbooks)
+
+# The temporary folder the hosts' ssh files are written to (set by main()).
+SSH_TMP = [None]
 NAIVE_PLAYBOOK = os.path.join(HERE, "naive.yml")
 HOST_ROLE_PLAYBOOK = os.path.join(HERE, "host_role.yml")
 TUNE_PLAYBOOK = os.path.join(REPO, "playbooks", "tune.yml")
@@ -133,7 +138,6 @@ HARNESS_LOCK = os.path.join(REPO, ".cache", "podman", "lock")
 CONTAINER_PREFIX = "gpufleet-bench-"
 CONTAINER_LABEL = "gpufleet.benchmark=runtime_pass"
 DEFAULT_IMAGE = "localhost/gpufleet-debian12-systemd"
-UID_BASE = 1200000
 MAX_HOSTS = 64
 MAX_ROUNDS = 50
 
@@ -162,10 +166,6 @@ WATCHED = [
 
 PASSES = ("first", "no-change")
 
-# A new network namespace copies these from this machine's, which may be tuned already: each
-# container starts from the kernel's defaults instead (Documentation/networking/ip-sysctl.rst,
-# as roles/host/defaults/main/sysctl_profile.yml quotes them), so its first pass has them to raise.
-FRESH_NETNS = {"net.ipv4.tcp_rmem": "4096 131072 6291456", "net.ipv4.tcp_wmem": "4096 16384 4194304"}
 
 # Runs on each target (this machine's Python, or python3 in a container through podman exec):
 # probe, snapshot, restore, write files. JSON in on stdin, JSON out on stdout.
@@ -757,27 +757,25 @@ def create_container(index, image, created):
                              "remove or rename it first" % (name, CONTAINER_LABEL))
         log("removing %s, left by an earlier run" % name)
         remove_container(name)
-    base = UID_BASE + (index - 1) * 65536
-    podman(["create", "--name", name, "--hostname", name, "--systemd", "always", "--network", "none",
-            "--cap-add", "NET_ADMIN", "--security-opt", "unmask=/proc/sys",
-            "--uidmap", "0:%d:65536" % base, "--gidmap", "0:%d:65536" % base,
-            # The image's sshd is not needed (podman connection): masked.
-            "--volume", "/dev/null:/etc/systemd/system/ssh.service:ro",
-            "--label", CONTAINER_LABEL, "--label", "owner=gpufleet-benchmark",
-            image, "/sbin/init"])
+    podman(ssh_hosts.create_args(name, index, image, SSH_TMP[0]))
     created.append(name)
     if os.path.exists("/sys/fs/cgroup/systemd/cgroup.procs"):
+        # systemd's name=systemd cgroup (cgroup v1), made before the start as
+        # molecule/resources/playbooks/create.yml does (podman 4.3 with runc makes none).
         info = json.loads(podman(["container", "inspect", name]).stdout)[0]
         parent = info.get("HostConfig", {}).get("CgroupParent") or "/libpod_parent"
-        cgroup = "/sys/fs/cgroup/systemd%s/libpod-%s" % (parent, info["Id"])
-        os.makedirs(cgroup, exist_ok=True)
-        os.chown(cgroup, base, base)
-        os.chmod(cgroup, 0o755)
+        os.makedirs("/sys/fs/cgroup/systemd%s/libpod-%s" % (parent, info["Id"]), exist_ok=True)
     podman(["start", name])
     return name
 
 
 def wait_systemd(name):
+    # systemctl fails at once ("Failed to connect to bus") until systemd has made its socket.
+    deadline = time.monotonic() + 60
+    while podman(["exec", name, "test", "-S", "/run/systemd/private"], check=False).returncode != 0:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     run = podman(["exec", name, "timeout", "120", "systemctl", "is-system-running", "--wait"], check=False, timeout=180)
     state = run.stdout.strip()
     if state != "running":
@@ -813,8 +811,9 @@ def parse_args(argv):
                              "host: the host role alone (benchmarks/runtime_pass/host_role.yml)")
     parser.add_argument("--forks", type=int, help="ansible-playbook --forks (default: ansible.cfg's)")
     parser.add_argument("--no-lxc-fixture", action="store_true", help="no LXC serving container config on the targets")
-    parser.add_argument("--naive-limits-d", action="store_true",
-                        help="also run the naive playbook's /etc/security/limits.d task")
+    parser.add_argument("--no-naive-limits-d", action="store_true",
+                        help="leave out the naive playbook's /etc/security/limits.d task (the host role sets "
+                             "memlock in the LXC config, the container role inside the container)")
     parser.add_argument("--profile-tasks", type=int, default=0, metavar="N",
                         help="after the rounds, print the N slowest tasks of a collection no-change pass")
     parser.add_argument("--image", default=DEFAULT_IMAGE, help="the containers' image (--hosts)")
@@ -891,9 +890,8 @@ def decide(targets, settings, defaults, args):
         parts["pcie"] = "no setpci on %s" % targets[0].name
     if args.no_lxc_fixture:
         parts["lxc"] = "--no-lxc-fixture: no LXC serving container config on the target"
-    if not args.naive_limits_d:
-        parts["limits_d"] = ("not a host role setting (the container role sets memlock inside the serving "
-                             "container); --naive-limits-d runs it")
+    if args.no_naive_limits_d:
+        parts["limits_d"] = "--no-naive-limits-d: the naive playbook's /etc/security/limits.d task left out"
     cpu_power_off = any(t.probe["cpu_power"]["cpuidle_cpus"] or t.probe["cpu_power"]["cpufreq_policies"]
                         for t in targets)
     return excluded_keys, parts, cpu_power_off
@@ -1024,6 +1022,8 @@ def main(argv=None):
 
         # Targets.
         if args.hosts:
+            SSH_TMP[0] = tmp
+            ssh_hosts.keygen()
             log("podman harness: scripts/harness/podman setup")
             podman_env = harness_env()
             os.environ.update(podman_env)
@@ -1037,21 +1037,15 @@ def main(argv=None):
             for_all(created, wait_systemd)
             log("%d container(s) started and running systemd in %.1f s: %s"
                 % (len(created), time.monotonic() - start, ", ".join(created)))
+            for index in range(1, len(created) + 1):
+                ssh_hosts.wait_ssh(index)
             targets = [Target(name, ["podman", "exec", "-i", name, "python3"], container=True) for name in created]
-            inventory = os.path.join(tmp, "inventory.yml")
-            with open(inventory, "w") as handle:
-                json.dump({"all": {"children": {
-                    # ansible_user: as molecule/container: with a user the podman connection copies
-                    # files in with `podman cp` and chowns them; without one it writes through the
-                    # container's mount as this machine's root, which the user namespace shows as
-                    # nobody (and the module's chmod fails).
-                    "gpu_hosts": {"hosts": {name: {"ansible_connection": "containers.podman.podman",
-                                                   "ansible_user": "root",
-                                                   "ansible_python_interpreter": "/usr/bin/python3"}
-                                            for name in created}},
-                    "gpu_containers": {"hosts": {}}}}}, handle, indent=1)
-            where = "%d podman container(s) %s%s (connection containers.podman.podman)" % (
-                len(created), CONTAINER_PREFIX, "1" if len(created) == 1 else "1..%d" % len(created))
+            known = ssh_hosts.known_hosts(podman, created, tmp)
+            inventory = ssh_hosts.inventory(created, known, os.path.join(tmp, "inventory.yml"))
+            where = ("%d GPU-host-shaped container(s) %s%s (privileged, this machine's network namespace, ssh as root "
+                     "to 127.0.0.1:%d%s, host keys checked)" % (
+                         len(created), CONTAINER_PREFIX, "1" if len(created) == 1 else "1..%d" % len(created),
+                         ssh_hosts.port(1), "" if len(created) == 1 else "..%d" % ssh_hosts.port(len(created))))
         else:
             targets = [Target("localhost", [sys.executable])]
             inventory = LOCAL_INVENTORY
@@ -1076,14 +1070,6 @@ def main(argv=None):
         report["settings"] = {"sysctl_profile": settings, "sysctl_compared": kept}
         report["excluded"] = {"sysctl": excluded_keys, "parts": skipped_parts,
                               "cpu_power": "left alone (host_cpu_power_* null)" if cpu_power_off else "as the defaults"}
-
-        if args.hosts:
-            fresh = {key: value for key, value in FRESH_NETNS.items() if key in kept}
-            if fresh:
-                for_all(targets, lambda t: t.call("write_sysctls", {"values": fresh}))
-                log("containers: %s set in each container's own network namespace (the kernel's defaults, "
-                    "a fresh node; this machine's are left alone)" % ", ".join("%s=%s" % kv for kv in fresh.items()))
-            report["settings"]["container_start_values"] = fresh
 
         # Snapshots: base (before anything), the fixture, pristine (what every first pass starts from).
         snap_request = {"keys": sorted(settings), "trees": WATCHED, "pcie_devices": pcie_devices}
@@ -1315,10 +1301,19 @@ def finish(targets, created, args, tmp, report):
         log("kept container(s) (--keep): %s" % ", ".join(created))
     guard = {}
     guard_before = os.path.join(tmp, "sysctl-before.json")
+    if os.path.exists(guard_before) and created:
+        # The containers share this machine's kernel: their systemd sets fs.file-max and
+        # net.unix.max_dgram_qlen at boot (PID 1 does, whatever its units), and a privileged
+        # container's writes are this machine's. Put back what differs from the start.
+        run = subprocess.run([sys.executable, SYSCTL_GUARD, "restore", guard_before], check=False,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        guard["restored"] = run.stdout.strip()
+        if run.returncode != 0:
+            problems.append("this machine's sysctls could not all be put back: %s" % run.stdout.strip()[-1000:])
     if os.path.exists(guard_before):
         run = subprocess.run([sys.executable, SYSCTL_GUARD, "diff", guard_before], check=False, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, universal_newlines=True)
-        guard = {"rc": run.returncode, "output": run.stdout.strip()}
+        guard.update(rc=run.returncode, output=run.stdout.strip())
         if run.returncode != 0:
             problems.extend("this machine's sysctl differs from the start: %s" % line
                             for line in run.stdout.strip().splitlines())

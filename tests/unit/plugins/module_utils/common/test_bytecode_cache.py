@@ -1,0 +1,123 @@
+"""The node's bytecode cache of the collection's module_utils: used when trusted, never stale,
+nothing written in check mode, and the code as it would have been compiled."""
+
+import importlib
+import os
+import sys
+import zipfile
+
+import pytest
+
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import bytecode_cache as bc
+
+PACKAGE = "gpufleet_cache_probe"
+
+
+@pytest.fixture
+def zipped(tmp_path):
+    """A package in a zip on sys.path, as AnsiballZ ships module_utils; removed afterwards."""
+    def build(source="VALUE = 41 + 1\n\ndef where():\n    raise RuntimeError('here')\n"):
+        path = tmp_path / ("payload-%d.zip" % len(list(tmp_path.glob("payload-*.zip"))))
+        with zipfile.ZipFile(str(path), "w") as archive:
+            archive.writestr(PACKAGE + "/__init__.py", "")
+            archive.writestr(PACKAGE + "/mod.py", source)
+        sys.path.insert(0, str(path))
+        return str(path)
+    yield build
+    sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, bc.Finder)]
+    for name in [n for n in sys.modules if n == PACKAGE or n.startswith(PACKAGE + ".")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def load(cache):
+    for name in [n for n in sys.modules if n.startswith(PACKAGE)]:
+        del sys.modules[name]
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, bc.Finder)]
+    sys.meta_path.insert(0, bc.Finder(cache, prefix=PACKAGE + "."))
+    importlib.invalidate_caches()
+    return importlib.import_module(PACKAGE + ".mod")
+
+
+def cache(tmp_path, **kw):
+    return bc.Cache(directory=str(tmp_path / "var/cache/gpufleet-tuning/bytecode"), root=str(tmp_path),
+                    uid=os.geteuid(), **kw)
+
+
+def entries(tmp_path):
+    folder = tmp_path / "var/cache/gpufleet-tuning/bytecode"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_the_second_import_is_read_from_the_cache(tmp_path, zipped):
+    payload = zipped()
+    first = cache(tmp_path)
+    assert load(first).VALUE == 42 and (first.compiled, first.hits) == (1, 0)
+    [name] = entries(tmp_path)
+    entry = tmp_path / "var/cache/gpufleet-tuning/bytecode" / name
+    assert oct(entry.stat().st_mode & 0o777) == "0o600"
+    assert oct((tmp_path / "var/cache/gpufleet-tuning/bytecode").stat().st_mode & 0o777) == "0o700"
+    second = cache(tmp_path)
+    module = load(second)
+    assert module.VALUE == 42 and (second.compiled, second.hits) == (0, 1)
+    # Tracebacks point at this run's zip, as a compile of it would.
+    assert module.where.__code__.co_filename == os.path.join(payload, PACKAGE, "mod.py")
+    with pytest.raises(RuntimeError):
+        module.where()
+
+
+def test_an_edited_source_is_compiled_again_never_the_stale_entry(tmp_path, zipped):
+    zipped()
+    load(cache(tmp_path))
+    zipped("VALUE = 7\n")
+    again = cache(tmp_path)
+    assert load(again).VALUE == 7 and again.compiled == 1
+    assert len(entries(tmp_path)) == 2
+
+
+def test_check_mode_reads_and_writes_nothing(tmp_path, zipped):
+    zipped()
+    dry = cache(tmp_path, write=False)
+    assert load(dry).VALUE == 42 and dry.compiled == 1
+    assert not (tmp_path / "var").exists()
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o702])
+def test_a_folder_others_could_change_is_not_used(tmp_path, zipped, mode):
+    zipped()
+    load(cache(tmp_path))
+    folder = tmp_path / "var/cache/gpufleet-tuning"
+    folder.chmod(mode)
+    untrusted = cache(tmp_path)
+    assert load(untrusted).VALUE == 42 and (untrusted.compiled, untrusted.hits) == (1, 0)
+
+
+def test_a_damaged_or_foreign_entry_is_compiled_over(tmp_path, zipped):
+    zipped()
+    load(cache(tmp_path))
+    [name] = entries(tmp_path)
+    entry = tmp_path / "var/cache/gpufleet-tuning/bytecode" / name
+    entry.write_bytes(b"not bytecode")
+    damaged = cache(tmp_path)
+    assert load(damaged).VALUE == 42 and damaged.compiled == 1
+    entry.chmod(0o666)  # writable by others: not trusted, whatever it holds
+    loose = cache(tmp_path)
+    assert load(loose).VALUE == 42 and loose.hits == 0
+
+
+def test_old_entries_age_out_when_one_is_written(tmp_path, zipped):
+    zipped()
+    load(cache(tmp_path))
+    [name] = entries(tmp_path)
+    old = tmp_path / "var/cache/gpufleet-tuning/bytecode" / name
+    os.utime(str(old), (0, 0))
+    zipped("VALUE = 1\n")
+    load(cache(tmp_path))
+    assert name not in entries(tmp_path) and len(entries(tmp_path)) == 1
+
+
+def test_other_imports_are_left_alone(tmp_path, zipped):
+    zipped()
+    finder = bc.Finder(cache(tmp_path), prefix=PACKAGE + ".")
+    assert finder.find_spec("json.decoder", None) is None
