@@ -69,7 +69,6 @@ ARGUMENT_SPEC = dict(
 )
 
 
-
 def selected(run_tags, skip_tags=()):
     """The parts a run applies, from its --tags and --skip-tags (ansible_run_tags and
     ansible_skip_tags): a part runs when ``all``, its phase or its own tag is asked for, and

@@ -43,13 +43,13 @@ def _key(entry):
 def _check(entry, where):
     if not isinstance(entry, dict):
         raise TargetError("%s: %r is not valid: each container is a dict with one of vmid, name or "
-                                 "path, and optionally limit" % (where, entry))
+                          "path, and optionally limit" % (where, entry))
     unknown = sorted(str(k) for k in entry if k not in _ALLOWED_KEYS)
     given = [k for k in _TARGET_KEYS if entry.get(k) not in (None, "")]
     if unknown or len(given) != 1:
         raise TargetError("%s: %r is not valid: %s; give exactly one of vmid, name or path, and "
-                                 "optionally limit" % (where, entry, "unknown key(s) %s" % ", ".join(unknown)
-                                                       if unknown else "%d of vmid, name, path given" % len(given)))
+                          "optionally limit" % (where, entry, "unknown key(s) %s" % ", ".join(unknown)
+                                                if unknown else "%d of vmid, name, path given" % len(given)))
     if given == ["vmid"]:
         value = entry["vmid"]
         if isinstance(value, bool) or not str(value).strip().isdigit():

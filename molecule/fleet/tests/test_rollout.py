@@ -5,9 +5,11 @@
 The tests run in file order and share the fleet; each leaves it reverted for the next. Hosts'
 states are read with scripts/harness/fleet snapshot (sysctls, idle states, cpufreq, every file
 under /etc, /usr/local, /boot and /var/lib/gpufleet-tuning with size, mode, owner and mtime, and
-/etc/pve's files with their content). Faults are real: a Proxmox lock line in a guest's config
-(``lock: backup``, as vzdump leaves it) with host_lxc_memlock_on_locked=fail makes the host role
-fail after it tuned the sysctls and the CPU power; a host whose sshd is stopped is unreachable.
+/etc/pve's files with their content). Faults are real: something on the canary resets a setting
+right after the tuning made it (as a package's own sysctl file would), so its verification finds
+the drift and the rollout reverts what it had changed; a Proxmox lock line in a guest's config
+(``lock: backup``, as vzdump leaves it) with host_lxc_memlock_on_locked=fail makes the tuning
+refuse its host before it writes anything; a host whose sshd is stopped is unreachable.
 """
 
 from __future__ import annotations
@@ -171,28 +173,40 @@ def lock(on):
     podman("exec", host, "python3", "-c", script, path, "on" if on else "off")
 
 
+# Waits until the record on the node says this rollout applied its changes (the end of the tuning
+# call), then sets net.ipv4.tcp_rmem back to the value it had before, once: a setting lost right
+# after the tuning, which the verification that follows (seconds later) must find.
+RESET_AFTER_TUNING = (
+    "until grep -q '\"last_run\": \"%(run)s\"' /var/lib/gpufleet-tuning/state.json 2>/dev/null; do sleep 0.1; done; "
+    "sysctl -w net.ipv4.tcp_rmem='%(value)s'")
+
+
 def test_a_failing_canary_is_reverted_and_no_other_host_is_touched(inventory, artifacts, before):
-    lock(True)
+    stock = before["fleet-h2"]["node_state"]["sysctl"]["net.ipv4.tcp_rmem"]
+    podman("exec", "fleet-h2", "systemd-run", "--unit", "gpufleet-test-fault", "--collect", "sh", "-c",
+           RESET_AFTER_TUNING % {"run": "canary", "value": " ".join(str(stock).split())})
     try:
-        locked = snapshot(LOCKED[0])
         rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=canary",
-                           "-e", '{"gpufleet_canary_hosts": ["fleet-h2"]}', "-e", "host_lxc_memlock_on_locked=fail")
-        assert rc != 0
-        report = latest_report(artifacts, "canary")
-        assert report["stopped_after_batch"] == 1
-        assert report["batches"][0] == ["fleet-h2"]
-        h2 = report["hosts"]["fleet-h2"]
-        assert h2["status"] == "failed" and h2["reverted"] is True and h2["failure"]["stage"] == "tune"
-        assert "locked" in h2["failure"]["message"] or "lock" in h2["failure"]["message"]
-        assert any(r["kind"] == "sysctl" for r in h2["revert"]["restored"]), h2["revert"]
-        assert statuses(report, [h for h in HOSTS if h != "fleet-h2"]) == ["untouched"] * 5
-        after = fleet_state()
-        for name in HOSTS + GUESTS:
-            if name != "fleet-h2":
-                assert_same(before[name], after[name], name)  # byte for byte, mtimes included
-        assert_same(without_times(locked), without_times(after["fleet-h2"]), "fleet-h2")
+                           "-e", '{"gpufleet_canary_hosts": ["fleet-h2"]}')
     finally:
-        lock(False)
+        subprocess.run(["podman", "exec", "fleet-h2", "systemctl", "stop", "gpufleet-test-fault"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    assert rc != 0
+    report = latest_report(artifacts, "canary")
+    assert report["stopped_after_batch"] == 1
+    assert report["batches"][0] == ["fleet-h2"]
+    h2 = report["hosts"]["fleet-h2"]
+    assert h2["status"] == "failed" and h2["reverted"] is True and h2["failure"]["stage"] == "verify", h2
+    assert "net.ipv4.tcp_rmem" in h2["failure"]["message"], h2["failure"]
+    # What the tuning had changed went back: its sysctls (net.ipv4.tcp_rmem among them) and files.
+    restored = dict((r["target"], r) for r in h2["revert"]["restored"])
+    assert {"net.core.somaxconn", "net.ipv4.tcp_wmem"} <= set(restored), h2["revert"]
+    assert statuses(report, [h for h in HOSTS if h != "fleet-h2"]) == ["untouched"] * 5
+    after = fleet_state()
+    for name in HOSTS + GUESTS:
+        if name != "fleet-h2":
+            assert_same(before[name], after[name], name)  # byte for byte, mtimes included
+    assert_same(without_times(before["fleet-h2"]), without_times(after["fleet-h2"]), "fleet-h2")
 
 
 def test_a_failure_in_the_second_batch_keeps_the_first_and_leaves_the_rest(inventory, artifacts, before):
@@ -208,6 +222,10 @@ def test_a_failure_in_the_second_batch_keeps_the_first_and_leaves_the_rest(inven
     assert report["stopped_after_batch"] == 2
     assert statuses(report, HOSTS) == ["tuned", "failed", "tuned", "untouched", "untouched", "untouched"]
     assert report["hosts"]["fleet-h1"]["verified"] is True and report["hosts"]["fleet-h2"]["reverted"] is True
+    # The locked guest is refused while the tuning plans, before it writes anything on h2.
+    h2 = report["hosts"]["fleet-h2"]
+    assert h2["failure"]["stage"] == "tune" and "lock" in h2["failure"]["message"], h2["failure"]
+    assert h2["changes"] == [] and h2["revert"]["restored"] == [], h2
     after = fleet_state()
     for name in ("fleet-h4", "fleet-h5", "fleet-h6", "fleet-g102"):
         assert_same(before[name], after[name], name)

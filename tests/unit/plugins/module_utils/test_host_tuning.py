@@ -9,7 +9,6 @@ parts before it applied, recorded and revertible.
 
 import json
 import os
-import shutil
 
 import pytest
 
@@ -19,9 +18,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_contain
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile
 from ansible_collections.gpufleet.tuning.plugins.module_utils import tuning_revert
-from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
-from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import items as state_items
 from ansible_collections.gpufleet.tuning.tests.unit import kernel_fakes as kf
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot, write_tree
