@@ -97,8 +97,7 @@ def test_the_tuning_call_reads_for_the_audit_and_the_host_role_judges_it_after()
     main = audit_cases.load_yaml(os.path.join(ROLES, "host", "tasks", "main.yml"))
     block = [entry for entry in main if "block" in entry][0]
     [judge] = block["always"]
-    assert judge["ansible.builtin.include_role"] == {"name": "gpufleet.tuning.audit", "tasks_from": "judge",
-                                                     "apply": {"tags": ["always"]}}
+    assert judge["ansible.builtin.import_role"] == {"name": "gpufleet.tuning.audit", "tasks_from": "judge"}
     assert "__audit_read_by_host" in judge["when"] and "facts" in judge["when"]
     for name in ("tune.yml", "rollout.yml"):
         plays = audit_cases.load_yaml(os.path.join(REPO, "playbooks", name))
