@@ -182,7 +182,7 @@ RESET_AFTER_TUNING = (
 
 
 def test_a_failing_canary_is_reverted_and_no_other_host_is_touched(inventory, artifacts, before):
-    stock = before["fleet-h2"]["node_state"]["sysctl"]["net.ipv4.tcp_rmem"]
+    stock = before["fleet-h2"]["node_state"]["sysctl"]["net/ipv4/tcp_rmem"]
     podman("exec", "fleet-h2", "systemd-run", "--unit", "gpufleet-test-fault", "--collect", "sh", "-c",
            RESET_AFTER_TUNING % {"run": "canary", "value": " ".join(str(stock).split())})
     try:
