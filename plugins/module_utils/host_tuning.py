@@ -420,9 +420,12 @@ def _finish(out):
         out["restart_required"] = out["restart_required"] or bool(result.get("restart_required"))
     # The rendered diffs are for people (the top-level diff, shown with --diff); the records
     # say the same for programs. Kept once: the registered result is templated by every later
-    # task that reads it, and a file's diff is its whole text.
+    # task that reads it, and a file's diff is its whole text. For the same reason the plan
+    # keeps only the parts whose result is not in ``modules`` (planned only, or after a failure
+    # never reached): an applied part's plan is its result there.
     for result in out["plan"].values():
         for piece in [result] + [item for item in result.get("results") or [] if isinstance(item, dict)]:
             piece.pop("diff", None)
+    out["plan"] = dict((name, result) for name, result in out["plan"].items() if name not in results)
     out["msg"] = "applied: %s" % (", ".join(out["applied"]) or "nothing")
     return out

@@ -161,7 +161,7 @@ def test_check_mode_plans_every_part_and_writes_nothing(tmp_path):
     before = snapshot(tmp_path)
     result = run(tmp_path, check_mode=True, facts={})
     assert snapshot(tmp_path) == before
-    assert result["modules"]["sysctl_profile"] is result["plan"]["sysctl_profile"]
+    assert "sysctl_profile" not in result["plan"]  # its plan is its result, in modules
     assert {r["target"] for r in result["modules"]["sysctl_profile"]["changes"]} >= set(SYSCTL["settings"])
     assert result["changed"] is True and result["state_changed"] is True and "facts" in result
     assert result["plan"]["kernel_cmdline"]["changed"] is True
@@ -222,6 +222,7 @@ def test_a_part_that_cannot_be_planned_stops_the_call_before_anything_is_written
     assert failure.value.message.startswith("lxc_memlock: ") and "backup" in failure.value.message
     assert failure.value.partial["failed_part"] == "lxc_memlock"
     assert failure.value.partial["modules"] == {} and failure.value.partial["plan"]["lxc_memlock"]["failed"]
+    assert failure.value.partial["plan"]["sysctl_profile"]["changed"] is True  # planned, never applied
     assert snapshot(tmp_path) == before  # the sysctls and the idle states too: nothing was applied
 
 
