@@ -202,7 +202,7 @@ def gather(paths):
     ib_core = km.module_state("ib_core", paths.proc, paths.sys)
     ko = km.find_module_file(MODULE, paths.lib_modules, release, paths.extra_module_dirs)
     info = km.modinfo(ko["path"]) if ko["path"] else {}
-    kallsyms = km.kallsyms_lookup(PEER_SYMBOL, paths.proc)
+    kallsyms = km.kallsyms_lookup(PEER_SYMBOL, paths.proc, provider="ib_core", sys_root=paths.sys)
     providers = km.symbol_providers(PEER_SYMBOL, paths.lib_modules, release)
     driver_ko = None
     if not driver["loaded"]:
@@ -592,7 +592,7 @@ def _modprobe_failure(outcome, facts, paths):
     lowered = said.lower()
     if "invalid argument" in lowered or "unknown symbol" in lowered or "disagrees about version" in lowered:
         # modprobe may have loaded ib_core as a dependency before it failed: look again.
-        now = km.kallsyms_lookup(PEER_SYMBOL, paths.proc)
+        now = km.kallsyms_lookup(PEER_SYMBOL, paths.proc, provider="ib_core", sys_root=paths.sys)
         symbol = facts["peer_symbol"]
         if symbol["loaded"] or now["found"]:
             provider = now["module"] or symbol["module"] or "the kernel"

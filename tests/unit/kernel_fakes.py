@@ -5,7 +5,8 @@ kernel_cmdline, nvidia_driver_options and nvidia_peermem tests hold every run to
 
 The fake executables are shell scripts that append their command line to ``$FAKE_LOG`` and can
 be told to fail with a given message (``$FAKE_<NAME>_FAIL``; a failing modprobe first appends
-``$FAKE_MODPROBE_ADD_SYMBOL`` to /proc/kallsyms, as a dependency it loaded would). The fake modprobe also does what
+``$FAKE_MODPROBE_ADD_SYMBOL`` to /proc/kallsyms and ib_core to /proc/modules, as a dependency it
+loaded would). The fake modprobe also does what
 the kernel would show afterwards: it creates or removes ``/sys/module/<m>`` and its
 ``/proc/modules`` line under ``$FAKE_ROOT``, so the modules' read-back is exercised.
 """
@@ -162,8 +163,13 @@ def gpu_node(root, driver=True, ib_core=False, peer_symbol=False, peermem_loaded
 MODPROBE = r"""#!/bin/sh
 echo "modprobe $*" >> "$FAKE_LOG"
 if [ -n "$FAKE_MODPROBE_FAIL" ]; then
-    # A dependency (ib_core) loaded before the module itself failed: its symbols appear.
-    [ -n "$FAKE_MODPROBE_ADD_SYMBOL" ] && printf '%s\n' "$FAKE_MODPROBE_ADD_SYMBOL" >> "$FAKE_ROOT/proc/kallsyms"
+    # A dependency (ib_core) loaded before the module itself failed: its symbols appear, and
+    # the module is listed in /proc/modules as the kernel lists it.
+    if [ -n "$FAKE_MODPROBE_ADD_SYMBOL" ]; then
+        printf '%s\n' "$FAKE_MODPROBE_ADD_SYMBOL" >> "$FAKE_ROOT/proc/kallsyms"
+        grep -q '^ib_core ' "$FAKE_ROOT/proc/modules" 2>/dev/null ||
+            echo "ib_core 462848 0 - Live 0x0000000000000000" >> "$FAKE_ROOT/proc/modules"
+    fi
     echo "$FAKE_MODPROBE_FAIL" >&2
     exit 1
 fi

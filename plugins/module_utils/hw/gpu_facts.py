@@ -651,7 +651,7 @@ class _Reader:
                             ("ib_core_loaded", "ib_core")):
             result[key] = facts.fact(kernel_modules.module_state(module, proc, sys_root)["loaded"], modules_path)
         kallsyms = os.path.join(proc, "kallsyms")
-        symbol = kernel_modules.kallsyms_lookup(PEER_SYMBOL, proc)
+        symbol = kernel_modules.kallsyms_lookup(PEER_SYMBOL, proc, provider="ib_core", sys_root=sys_root)
         result["peer_symbol"] = (facts.fact(symbol["found"], kallsyms) if symbol["readable"] else facts.unknown(
             kallsyms, "%s cannot be read" % kallsyms))
         result["rdma_devices"] = facts.fact(kernel_modules.rdma_devices(sys_root),

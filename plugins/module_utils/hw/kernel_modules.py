@@ -374,7 +374,7 @@ def _kallsyms_line(data, needle, wanted):
 _KALLSYMS_SEEN = {}
 
 
-def kallsyms_lookup(symbol, proc_root="/proc"):
+def kallsyms_lookup(symbol, proc_root="/proc", provider=None, sys_root=None):
     """Find ``symbol`` in /proc/kallsyms.
 
     The file holds 100k+ lines (5 MB on a distribution kernel): it is read in 1 MiB blocks
@@ -385,8 +385,18 @@ def kallsyms_lookup(symbol, proc_root="/proc"):
     A module's symbols come and go with the module, so an answer is reused while /proc/modules
     reads the same (a few KB): host_tuning plans a part and then applies it in one process,
     and each reads the symbol once (about 45 ms each on the test machines) otherwise.
+
+    ``provider``: the only module that can export ``symbol`` (ib_core for the peer-memory symbol,
+    which only MLNX_OFED/DOCA's ib_core exports). When it is neither in /proc/modules nor under
+    ``sys_root``/module (where a built-in module with parameters shows), the symbol cannot be
+    there and the file is not read: most GPU nodes have no RDMA stack at all.
     """
     path = os.path.join(proc_root, "kallsyms")
+    if provider is not None and os.access(path, os.R_OK):
+        loaded = proc_modules(proc_root)
+        builtin = sys_root is not None and os.path.isdir(os.path.join(sys_root, "module", provider))
+        if not builtin and (loaded is None or canonical(provider) not in loaded):
+            return {"readable": True, "found": False, "module": None}
     try:
         st = os.stat(path)
         under = (fileops.read_quiet(os.path.join(proc_root, "modules")), st.st_ino, st.st_size, st.st_mtime_ns)

@@ -25,6 +25,7 @@ import ast
 import os
 import re
 
+import jinja2
 import pytest
 import yaml
 
@@ -209,8 +210,22 @@ def host_tuning_task():
 
 
 def part_args(task):
-    """{part: {option: value}} of a host_tuning task (the parts in its vars)."""
-    return task.data["vars"]["__host_tuning_parts"]
+    """{part: {option: the variables its value reads, as text}} of a host_tuning task: each part
+    is one Jinja dict expression in the task's vars (one template per part, not per option)."""
+    env = jinja2.Environment()
+    found = {}
+    for part, text in task.data["vars"]["__host_tuning_parts"].items():
+        body = env.parse(text).body
+        assert len(body) == 1 and isinstance(body[0], jinja2.nodes.Output), "%s: one expression" % part
+        [expression] = [n for n in body[0].nodes if not isinstance(n, jinja2.nodes.TemplateData) or n.data.strip()]
+        assert isinstance(expression, jinja2.nodes.Dict), "%s must be a dict of the module's options" % part
+        options = {}
+        for pair in expression.items:
+            assert isinstance(pair.key, jinja2.nodes.Const), "%s: option names are plain strings" % part
+            names = sorted(set(n.name for n in pair.value.find_all(jinja2.nodes.Name)))
+            options[pair.key.value] = " ".join("{{ %s }}" % name for name in names)
+        found[part] = options
+    return found
 
 
 def verify_tasks():

@@ -115,7 +115,7 @@ def test_the_tune_playbook_benchmarks_around_the_tuning():
     order = [entry(task) for task in play["tasks"]]
     assert order == [("gpufleet.tuning.audit", None), ("gpufleet.tuning.serving", "before"),
                      ("gpufleet.tuning.host", None), ("gpufleet.tuning.verify", None),
-                     ("gpufleet.tuning.serving", "after"), ("gpufleet.tuning.report", None)]
+                     ("gpufleet.tuning.serving", "after")]
     for task in play["tasks"][1::3]:
         # Included, so that without the benchmark it is one skipped task, not every task of the role.
         assert "ansible.builtin.include_role" in task

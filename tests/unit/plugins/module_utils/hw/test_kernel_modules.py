@@ -148,6 +148,23 @@ def test_kallsyms_is_read_again_only_when_a_module_came_or_went(tmp_path, monkey
     assert len(reads) == 2
 
 
+def test_the_peer_symbol_is_not_looked_for_while_its_only_provider_is_not_loaded(tmp_path, monkeypatch):
+    write_tree(tmp_path, {"proc/kallsyms": kf.kallsyms(True), "proc/modules": "nvidia 1 0 - Live 0x0\n", "sys/module": None})
+    proc, sys_root = str(tmp_path / "proc"), str(tmp_path / "sys")
+    reads = []
+    real = km._kallsyms_read
+    monkeypatch.setattr(km, "_kallsyms_read", lambda path, symbol: reads.append(path) or real(path, symbol))
+    assert km.kallsyms_lookup(kf.PEER_SYMBOL, proc, provider="ib_core", sys_root=sys_root) == {
+        "readable": True, "found": False, "module": None}
+    assert reads == []
+    # Loaded as a module, or built in (its /sys/module entry): the file is read.
+    write_tree(tmp_path, {"proc/modules": "nvidia 1 0 - Live 0x0\nib_core 1 0 - Live 0x0\n"})
+    assert km.kallsyms_lookup(kf.PEER_SYMBOL, proc, provider="ib_core", sys_root=sys_root)["found"] is True
+    write_tree(tmp_path, {"proc/modules": "nvidia 1 0 - Live 0x0\n", "sys/module/ib_core": None})
+    assert km.kallsyms_lookup(kf.PEER_SYMBOL, proc, provider="ib_core", sys_root=sys_root)["found"] is True
+    assert len(reads) == 2
+
+
 def test_symbol_providers_from_modules_symbols(tmp_path):
     kf.gpu_node(tmp_path, provider=True)
     lib = str(tmp_path / "lib/modules")
