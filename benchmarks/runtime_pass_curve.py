@@ -64,8 +64,8 @@ def print_curve(rows, rounds):
     first = min(row["hosts"] for row in rows)
     print("")
     print("runtime pass by fleet size: medians of %d round(s) at each count, wall seconds" % rounds)
-    print("%5s  %-9s  %8s  %8s  %10s  %10s" % ("hosts", "pass", "tune", "naive", "tune/naive",
-                                              "tune/%d host" % first))
+    header = ("hosts", "pass", "tune", "naive", "tune/naive", "tune/%d host" % first)
+    print("%5s  %-9s  %8s  %8s  %10s  %10s" % header)
     for row in rows:
         for which in PASSES:
             cell = row[which]

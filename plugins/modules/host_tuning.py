@@ -237,17 +237,21 @@ restart_required:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import host_tuning
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import bytecode_cache
-from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
-from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
 
 
 def main():
+    # This collection's code is imported through the node's bytecode cache (AnsiballZ ships it as
+    # source, compiled at every run otherwise): the finder goes in before the engine is imported,
+    # undecided, and writes what it compiled only once the run is known not to be check mode.
+    cache = bytecode_cache.install(write=None)
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.tuning.plugins.module_utils import host_tuning
+    from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
+    from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
+
     module = AnsibleModule(argument_spec=host_tuning.ARGUMENT_SPEC, supports_check_mode=True)
-    # The parts' engines are imported when first used, through the node's bytecode cache of this
-    # collection's code (written only outside check mode).
-    bytecode_cache.install(write=not module.check_mode)
+    cache.commit(not module.check_mode)
     outcome.finish(module, lambda: host_tuning.run(module.params, module.check_mode, host_tuning.Paths(),
                                                    commands.Commands(module)))
 

@@ -169,6 +169,16 @@ print(json.dumps({"write": attempt(write), "same": open(path).read() == before})
     assert result == {"write": "ok", "same": True}
 
 
+def test_tcp_buffers_start_at_the_kernels_stock_values(host, hostvars):
+    """A GPU host's net.ipv4.tcp_rmem and tcp_wmem are the kernel's stock values (--sysctl in
+    molecule.yml), not copies of this machine's own: the rollout tests need them to differ from
+    what the tuning sets (vars/rollout.yml), on a machine whose own are tuned too."""
+    only(hostvars, "gpu_hosts")
+    values = [" ".join(host.file("/proc/sys/net/ipv4/%s" % key).content_string.split())
+              for key in ("tcp_rmem", "tcp_wmem")]
+    assert values == ["4096 131072 6291456", "4096 16384 4194304"]
+
+
 def test_pve_only_where_a_guest_lives(host, hostvars, fleet):
     """/etc/pve exists on the hosts the guests name, and nowhere else."""
     name = hostvars["inventory_hostname"]

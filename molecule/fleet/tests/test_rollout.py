@@ -175,15 +175,26 @@ def lock(on):
 
 # Waits until the record on the node says this rollout applied its changes (the end of the tuning
 # call), then sets net.ipv4.tcp_rmem back to the value it had before, once: a setting lost right
-# after the tuning, which the verification that follows (seconds later) must find.
+# after the tuning, which the verification that follows must find. Polled every 10 ms and
+# written straight to /proc/sys: the verification's read-back is a fraction of a second after
+# the tuning call, and the fault must land in between on a fast machine too.
 RESET_AFTER_TUNING = (
-    "until grep -q '\"last_run\": \"%(run)s\"' /var/lib/gpufleet-tuning/state.json 2>/dev/null; do sleep 0.1; done; "
-    "sysctl -w net.ipv4.tcp_rmem='%(value)s'")
+    "import time\n"
+    "mark = '\"last_run\": \"%(run)s\"'\n"
+    "while True:\n"
+    "    try:\n"
+    "        if mark in open('/var/lib/gpufleet-tuning/state.json').read():\n"
+    "            break\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    time.sleep(0.01)\n"
+    "with open('/proc/sys/net/ipv4/tcp_rmem', 'w') as handle:\n"
+    "    handle.write('%(value)s')\n")
 
 
 def test_a_failing_canary_is_reverted_and_no_other_host_is_touched(inventory, artifacts, before):
     stock = before["fleet-h2"]["node_state"]["sysctl"]["net/ipv4/tcp_rmem"]
-    podman("exec", "fleet-h2", "systemd-run", "--unit", "gpufleet-test-fault", "--collect", "sh", "-c",
+    podman("exec", "fleet-h2", "systemd-run", "--unit", "gpufleet-test-fault", "--collect", "python3", "-c",
            RESET_AFTER_TUNING % {"run": "canary", "value": " ".join(str(stock).split())})
     try:
         rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=canary",

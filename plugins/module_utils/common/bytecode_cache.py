@@ -10,8 +10,9 @@ test machines compiling them is about 0.15 s of CPU of a run of about 0.5 s, pai
 of a fleet at every pass (benchmarks/runtime_pass.py; README "Speed of a tuning pass"). Python
 does the same for code on disk (``__pycache__``); this does it for the collection's own code:
 
-- a meta-path finder takes the imports of ``ansible_collections.gpufleet.tuning.plugins.
-  module_utils.*`` once ``install()`` has run; everything else is imported as usual;
+- a meta-path finder, just ahead of Python's path finder, takes the imports of
+  ``ansible_collections.gpufleet.tuning.plugins.module_utils.*`` once ``install()`` has run;
+  everything else is imported as usual;
 - the cache key is the SHA-256 of the interpreter's bytecode magic, the module's name and its
   source, so code from another release, another Python or an edited file never matches: a
   stale entry is never used, only left until it ages out (KEEP_DAYS);
@@ -21,6 +22,8 @@ does the same for code on disk (``__pycache__``); this does it for the collectio
   way up (common/trust.py, the rule the boot helpers follow): root runs this code. Not root, a
   directory that another user could change, an unreadable or damaged entry: the source is
   compiled as it would have been, and nothing is said about it;
+- ``write=None`` (not known yet: the module installs the finder before it imports its engine,
+  ahead of knowing check mode) keeps what it compiles in memory until ``commit(write)``;
 - ``write=False`` (check mode) reads the cache and writes nothing; entries are written
   atomically (a temporary file beside the entry, renamed), mode 0600.
 """
@@ -38,6 +41,7 @@ import sys
 import tempfile
 import time
 import types
+import zipimport
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import trust
 
@@ -65,10 +69,14 @@ class Cache:
         self.hits = 0
         self.compiled = 0
         self._trusted = None
+        self._pending = []
 
     def _usable(self):
         if self._trusted is None:
-            self._trusted = os.geteuid() == self.uid and self._check()
+            usable = os.geteuid() == self.uid and self._check()
+            if usable or self.write is not None:
+                self._trusted = usable
+            return usable  # undecided and no folder yet: asked again once decided
         return self._trusted
 
     def _check(self):
@@ -86,7 +94,11 @@ class Cache:
     def key(self, name, source):
         digest = hashlib.sha256(importlib.util.MAGIC_NUMBER)
         digest.update(name.encode("utf-8") + b"\0")
-        digest.update(source.encode("utf-8", "surrogatepass"))
+        # Source as text from a zip or file loader; as bytes from some loaders (Ansible's
+        # collection loader on the controller, the sanity tests' importer).
+        if not isinstance(source, bytes):
+            source = source.encode("utf-8", "surrogatepass")
+        digest.update(source)
         return digest.hexdigest()
 
     def code(self, name, source, filename):
@@ -103,7 +115,18 @@ class Cache:
         self.compiled += 1
         if path is not None and self.write:
             self._store(path, code)
+        elif path is not None and self.write is None:
+            self._pending.append((path, code))
         return code
+
+    def commit(self, write):
+        """Decide the undecided (``write=None``): store what was compiled so far when ``write``,
+        else drop it; from now on write as ``write`` says."""
+        pending, self._pending = self._pending, []
+        self.write = bool(write)
+        if self.write and pending and self._usable():
+            for path, code in pending:
+                self._store(path, code)
 
     def _read(self, path):
         try:
@@ -187,9 +210,36 @@ class _Loader(importlib.abc.Loader):
         return self._original.get_source(name)
 
 
+def zip_spec(name, entries):
+    """The spec of module ``name`` from the first zip entry of ``entries`` (a package's
+    ``__path__``) that holds it, made without compiling it; None when no zip entry has it.
+
+    Why not the zip importer's own find_spec: up to Python 3.12 it asks for the module's file
+    name, and zipimport compiles the whole module to answer that, so every module imported from
+    AnsiballZ's zip is compiled twice (find, then exec) and a cache that only replaces the
+    second compile saves half of it."""
+    last = name.rpartition(".")[2]
+    for entry in entries or ():
+        if ".zip" not in entry:
+            continue
+        try:
+            importer = zipimport.zipimporter(entry)
+            package = importer.is_package(name)
+        except (zipimport.ZipImportError, OSError):
+            continue
+        where = os.path.join(entry, last)
+        origin = os.path.join(where, "__init__.py") if package else where + ".py"
+        spec = importlib.util.spec_from_loader(name, importer, origin=origin, is_package=package)
+        spec.has_location = True
+        if package:
+            spec.submodule_search_locations = [where]
+        return spec
+    return None
+
+
 class Finder(importlib.abc.MetaPathFinder):
     """Imports of the modules under ``prefix`` (PACKAGE) through ``cache``; the spec is the one
-    Python would have used, with its loader wrapped."""
+    Python would have used (made without compiling for a zip, zip_spec), with its loader wrapped."""
 
     def __init__(self, cache, prefix=PACKAGE):
         self.cache = cache
@@ -198,19 +248,34 @@ class Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if not name.startswith(self.prefix):
             return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec = zip_spec(name, path)
+        if spec is None:
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "get_source"):
             return spec
         spec.loader = _Loader(spec.loader, self.cache)
         return spec
 
 
+def _position():
+    """Where the finder goes on sys.meta_path: just ahead of the path finder, the one that would
+    find this collection's code in AnsiballZ's zip or on disk. Not simply first: finders that
+    must see every import first (an importer that audits imports, as ansible-test's sanity
+    importer does) stay first, and the built-in and frozen finders never see our names anyway."""
+    for index, finder in enumerate(sys.meta_path):
+        if finder is importlib.machinery.PathFinder:
+            return index
+    return len(sys.meta_path)
+
+
 def install(write=True, cache=None):
-    """Put the finder first on sys.meta_path (once); returns its Cache."""
+    """Put the finder on sys.meta_path ahead of the path finder (once); returns its Cache.
+    ``write=None``: not known yet, the cache's commit() decides."""
     for finder in sys.meta_path:
         if isinstance(finder, Finder):
-            finder.cache.write = finder.cache.write and write
+            if write is not None:
+                finder.cache.commit(write if finder.cache.write is None else finder.cache.write and write)
             return finder.cache
     finder = Finder(cache or Cache(write=write))
-    sys.meta_path.insert(0, finder)
+    sys.meta_path.insert(_position(), finder)
     return finder.cache

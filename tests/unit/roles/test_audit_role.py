@@ -81,8 +81,9 @@ def test_the_host_role_s_result_is_kept_before_and_put_back_after_the_judgement(
     read = tasks_of("audit", "read.yml")
     saved = [t for t in read if "__audit_saved_tuning" in (t.data.get("ansible.builtin.set_fact") or {})]
     restore = [t for t in read if (t.data.get("ansible.builtin.set_fact") or {}).get("__host_tuning") == "{{ __audit_saved_tuning }}"]
-    judged = [t for t in read if "audit_result" in (t.data.get("ansible.builtin.set_fact") or {})]
+    judged = [t for t in read if t.data.get("register") == "audit_result"]
     assert len(saved) == 1 and len(restore) == 1 and len(judged) == 1
+    assert judged[0].module == "audit_judge", "%s: judged by the audit_judge action" % judged[0].where
     order = [names.index(t.name) for t in (saved[0], includes()[0], judged[0], restore[0])]
     assert order == sorted(order), "keep, read, judge, put back: %s" % names
 
@@ -117,8 +118,9 @@ def test_the_audit_writes_only_on_the_controller_and_notifies_nothing():
                 delegated = block[0].get("delegate_to") if block else None
             assert delegated == "localhost", "%s writes with %s, not on the controller" % (task.where, writer[0])
     modules = set(t.module for t in audit_tasks() if t.module)
-    # artifact_files is an action: it writes in the controller process, whatever the task's host.
-    assert modules == {"artifact_files"}, "the audit calls no module of the node itself: %s" % sorted(modules)
+    # artifact_files and audit_judge are actions: they write in the controller process, whatever
+    # the task's host.
+    assert modules == {"artifact_files", "audit_judge"}, "the audit calls no module of the node itself: %s" % sorted(modules)
 
 
 def test_tune_runs_the_audit_first_in_every_run():
@@ -284,6 +286,6 @@ def test_with_the_tuning_the_audit_is_read_by_its_one_call_and_judged_after(audi
     assert "Read the node and plan every tuning part" not in out, "the audit made a call of its own"
     result = json.loads((tmp / "artifacts" / "node1" / "audit.json").read_text())
     assert result["facts"]["kernel"] and sorted(result["planned"]["runtime"]) == sorted(PLANNED["runtime"])
-    assert out.index("Tune the host in one call") < out.index("Judge the node on the controller")
+    assert out.index("Tune the host in one call") < out.index("Judge the node and write its audit")
     changed = sorted(key for key in set(before) | set(after) if before.get(key) != after.get(key))
     assert not changed, "check mode changed %s" % changed

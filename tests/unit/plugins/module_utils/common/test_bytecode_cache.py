@@ -2,6 +2,7 @@
 nothing written in check mode, and the code as it would have been compiled."""
 
 import importlib
+import importlib.machinery
 import os
 import sys
 import zipfile
@@ -121,3 +122,99 @@ def test_other_imports_are_left_alone(tmp_path, zipped):
     zipped()
     finder = bc.Finder(cache(tmp_path), prefix=PACKAGE + ".")
     assert finder.find_spec("json.decoder", None) is None
+
+
+def test_a_module_from_the_zip_is_not_compiled_to_be_found(tmp_path, zipped, monkeypatch):
+    """Up to Python 3.12 the zip importer compiles a module to find it (its file name); the
+    finder makes the spec itself, so a cache hit compiles nothing and a miss compiles once."""
+    import builtins
+    payload = zipped()
+    compiled = []
+    real = builtins.compile
+
+    def counting(source, filename, *args, **kwargs):
+        compiled.append(filename)
+        return real(source, filename, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "compile", counting)
+    target = os.path.join(payload, PACKAGE, "mod.py")
+    first = cache(tmp_path)
+    assert load(first).VALUE == 42
+    assert compiled.count(target) == 1, compiled
+    del compiled[:]
+    module = load(cache(tmp_path))
+    assert module.VALUE == 42 and target not in compiled, compiled
+    assert module.__file__ == target and module.__spec__.origin == target
+
+
+def test_a_package_from_the_zip_keeps_its_search_path(tmp_path, zipped):
+    payload = zipped()
+    with zipfile.ZipFile(payload, "a") as archive:
+        archive.writestr(PACKAGE + "/sub/__init__.py", "NAME = 'sub'\n")
+        archive.writestr(PACKAGE + "/sub/leaf.py", "from . import NAME\nLEAF = NAME + '.leaf'\n")
+    load(cache(tmp_path))
+    leaf = importlib.import_module(PACKAGE + ".sub.leaf")
+    assert leaf.LEAF == "sub.leaf"
+    package = sys.modules[PACKAGE + ".sub"]
+    assert package.__path__ == [os.path.join(payload, PACKAGE, "sub")]
+    assert isinstance(package.__loader__, bc._Loader)
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_undecided_keeps_what_it_compiled_until_check_mode_is_known(tmp_path, zipped, write):
+    """write=None: installed before the module knows check mode; commit(False) writes nothing,
+    commit(True) the entries compiled meanwhile."""
+    zipped()
+    folder = tmp_path / "var/cache/gpufleet-tuning/bytecode"
+    folder.mkdir(parents=True, mode=0o700)
+    undecided = cache(tmp_path, write=None)
+    assert load(undecided).VALUE == 42 and undecided.compiled == 1
+    assert entries(tmp_path) == [], "nothing is written before check mode is known"
+    undecided.commit(write)
+    assert len(entries(tmp_path)) == (1 if write else 0)
+    again = cache(tmp_path)
+    load(again)
+    assert again.hits == (1 if write else 0)
+
+
+def test_undecided_makes_no_folder(tmp_path, zipped):
+    zipped()
+    undecided = cache(tmp_path, write=None)
+    assert load(undecided).VALUE == 42
+    assert not (tmp_path / "var/cache").exists(), "the folder is made only once the run may write"
+    undecided.commit(False)
+    assert not (tmp_path / "var/cache").exists()
+
+
+class _Auditor:
+    """A finder that wants to see every import first, as ansible-test's sanity importer does."""
+
+    def find_spec(self, name, path, target=None):  # pylint: disable=unused-argument
+        return None
+
+
+def test_install_goes_ahead_of_the_path_finder_and_leaves_the_first_finder_first(tmp_path, zipped):
+    zipped()
+    auditor = _Auditor()
+    saved = list(sys.meta_path)
+    sys.meta_path.insert(0, auditor)
+    try:
+        installed = bc.install(write=False, cache=cache(tmp_path, write=False))
+        assert sys.meta_path[0] is auditor
+        finders = [type(f) for f in sys.meta_path]
+        index = finders.index(bc.Finder)
+        assert sys.meta_path[index].cache is installed
+        assert sys.meta_path.index(importlib.machinery.PathFinder) == index + 1
+    finally:
+        sys.meta_path[:] = saved
+
+
+def test_a_loader_that_gives_bytes_is_compiled_and_cached_like_text(tmp_path):
+    text = cache(tmp_path)
+    code = text.code("probe.mod", b"VALUE = 6 * 7\n", "<probe>")
+    namespace = {}
+    exec(code, namespace)  # pylint: disable=exec-used
+    assert namespace["VALUE"] == 42
+    again = cache(tmp_path)
+    again.code("probe.mod", "VALUE = 6 * 7\n", "<probe>")
+    assert (again.hits, again.compiled) == (1, 0)

@@ -1,0 +1,161 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Judge one host's audit and write its audit.json and system-improve.md on the controller.
+
+Why an action plugin, and not the filters in a set_fact and a write task per host: in Jinja the
+judgement cost about 0.1 s of controller CPU per host and the write about 0.05 s more, the write
+one host after another in a single task (benchmarks/runtime_pass.py --hosts 16, README "Speed
+of a tuning pass"). Nearly all of it was Ansible's templating, not the audit: the rules file
+parsed again for every host by a loader that tags every string with where it came from, the
+facts and the rules copied out of Ansible's lazy containers, and the 40 KB record serialized by
+the JSON encoder for templated data. Here the same functions (filters audit_rules, audit_since
+and audit_report) run on plain data in the controller process of the host's task, the rules
+file is parsed once per process with PyYAML's safe loader, and each host's two files are written
+by its own task, so hosts are judged in parallel with the forks.
+
+The result is the audit itself (what audit.json holds) at the top level, with ``files`` (what
+was written) beside it, so ``register: audit_result`` gives the variable every reader of the
+audit uses. Files are written as gpufleet.tuning.artifact_files writes them (its plan refuses a
+symbolic link before anything is written); in check mode nothing is written.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import stat
+
+import yaml
+
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpufleet.tuning.plugins.action import artifact_files
+from ansible_collections.gpufleet.tuning.plugins.filter import audit_report, audit_rules, audit_since
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+
+# A previous audit.json larger than this is taken as damaged (no comparison), not read.
+PREVIOUS_MAX_BYTES = 16 * 1024 * 1024
+FILES = ("audit.json", "system-improve.md")
+_ARGS = ("host", "facts", "plan", "params", "rules_file", "rules_extra", "rules_disabled", "path", "mode")
+
+try:
+    _LOADER = yaml.CSafeLoader
+except AttributeError:  # PyYAML built without libyaml
+    _LOADER = yaml.SafeLoader
+
+# Parsed rules files of this process: path -> ((size, mtime_ns, inode), rules).
+_RULES = {}
+
+
+def _fail(message):
+    raise AnsibleActionFail("audit_judge: %s" % message)
+
+
+def load_rules_file(path):
+    """The rules file ``path`` (YAML), parsed once per process while the file is unchanged."""
+    if not isinstance(path, str) or not os.path.isabs(path):
+        _fail("rules_file must be an absolute path, got %r" % (path,))
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        _fail("cannot read the rules file %s: %s" % (path, fileops.describe(exc)))
+    key = (info.st_size, info.st_mtime_ns, info.st_ino)
+    cached = _RULES.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    try:
+        with open(path, "rb") as handle:
+            rules = yaml.load(handle, Loader=_LOADER)  # nosec B506 - a safe loader
+    except OSError as exc:
+        _fail("cannot read the rules file %s: %s" % (path, fileops.describe(exc)))
+    except yaml.YAMLError as exc:
+        _fail("the rules file %s is not YAML: %s" % (path, " ".join(str(exc).split())))
+    _RULES[path] = (key, rules)
+    return rules
+
+
+def previous_text(path):
+    """The audit.json already in the host's folder, as text; '' when there is none, or when it
+    is not a plain file or is too large (audit_since then says there is no comparison). A link
+    there is refused at the write, before anything is written."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return ""
+    if not stat.S_ISREG(info.st_mode) or info.st_size > PREVIOUS_MAX_BYTES:
+        return ""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(PREVIOUS_MAX_BYTES + 1).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous="", now=None):
+    """The host's audit: the rules' verdicts on ``facts``, with the host, the time, the plan, the
+    facts and the comparison with ``previous`` (the audit.json text this one replaces)."""
+    if not isinstance(host, str) or not host:
+        _fail("host must be the inventory name, got %r" % (host,))
+    if not isinstance(facts, dict):
+        _fail("facts must be the facts of gpufleet.tuning.node_facts (a mapping), got %s" % artifact_files._kind(facts))
+    for name, value in (("plan", plan), ("params", params)):
+        if value is not None and not isinstance(value, dict):
+            _fail("%s must be a mapping, got %s" % (name, artifact_files._kind(value)))
+    for name, value in (("rules_extra", extra), ("rules_disabled", disabled)):
+        if value is not None and not isinstance(value, list):
+            _fail("%s must be a list, got %s" % (name, artifact_files._kind(value)))
+    facts, plan, params = audit_rules.plain(facts), audit_rules.plain(plan or {}), audit_rules.plain(params or {})
+    try:
+        audit = audit_rules.audit_rules(facts, rules, extra=extra, disabled=disabled, params=params, plan=plan)
+    except AnsibleError as exc:
+        _fail(to_text(exc))
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    audit.update(host=host, time=now.strftime("%Y-%m-%dT%H:%M:%SZ"), planned=plan, facts=facts)
+    audit["since"] = audit_since.audit_since(audit, previous)
+    return audit
+
+
+def render(audit):
+    """The two files of the host's folder, as the audit role has always written them."""
+    return {"audit.json": json.dumps(audit, indent=4, sort_keys=True) + "\n",
+            "system-improve.md": audit_report.audit_report(audit)}
+
+
+class ActionModule(ActionBase):
+    """gpufleet.tuning.audit_judge: documented in plugins/modules/audit_judge.py."""
+
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(_ARGS)  # ActionBase refuses others
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        folder = args.get("path")
+        mode = artifact_files._mode(args.get("mode", "0644"), "mode")
+        rules = load_rules_file(args.get("rules_file"))
+        previous = previous_text(os.path.join(folder, "audit.json")) if isinstance(folder, str) and folder else ""
+        audit = judge(args.get("host"), args.get("facts"), args.get("plan"), args.get("params"), rules,
+                      extra=args.get("rules_extra"), disabled=args.get("rules_disabled"), previous=previous)
+        entries = artifact_files.plan(folder, render(audit), mode)
+        created = artifact_files._lstat(folder) is None
+        changed = created or any(entry["changed"] for entry in entries)
+        if changed and not self._task.check_mode:
+            try:
+                if created:
+                    fileops.make_dirs(folder)
+                    os.chmod(folder, 0o755)
+                for entry in entries:
+                    if entry["changed"]:
+                        fileops.write_atomic(entry["path"], entry["content"], mode=mode)
+            except OSError as exc:
+                _fail("writing in %s failed: %s" % (folder, fileops.describe(exc)))
+        result.update(audit)
+        result.update(changed=changed, path=folder,
+                      files=[{key: entry[key] for key in ("name", "path", "size", "sha256", "changed")}
+                             for entry in entries])
+        return result

@@ -1,0 +1,180 @@
+"""gpufleet.tuning.audit_judge: the audit of one host judged in the controller process, the same
+audit the filters give (audit_rules, audit_since, audit_report), its two files written on the
+controller atomically, links refused and bad input named before anything is written, nothing
+written in check mode; the rules file parsed once per process while unchanged."""
+
+import json
+import os
+import stat
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.tuning.plugins.action import audit_judge
+from ansible_collections.gpufleet.tuning.plugins.filter.audit_report import audit_report
+from ansible_collections.gpufleet.tuning.plugins.filter.audit_since import audit_since
+from ansible_collections.gpufleet.tuning.plugins.filter.audit_planned import audit_planned
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.filter import audit_cases
+
+INVENTORY = {"all": {"hosts": {"node-a": {"ansible_connection": "local",
+                                          "ansible_python_interpreter": "/usr/bin/python3"}}}}
+
+
+def inputs(tmp_path, name="untuned"):
+    """The task's arguments for fixture NAME, in a vars file (the facts are large)."""
+    data = audit_cases.fixture(name)
+    args = {"facts": data["facts"], "plan": audit_planned(data["results"]), "params": audit_cases.params()}
+    path = tmp_path / ("%s-args.json" % name)
+    path.write_text(json.dumps(args))
+    return str(path), data
+
+
+def play(folder, args_file, extra="", rules_file=audit_cases.RULES_FILE, task_extra=""):
+    return """
+- hosts: node-a
+  gather_facts: false
+  vars_files: [%s]
+  tasks:
+    - name: Judge
+      gpufleet.tuning.audit_judge:
+        host: node-a
+        facts: "{{ facts }}"
+        plan: "{{ plan }}"
+        params: "{{ params }}"
+        rules_file: %s
+        path: %s
+%s      register: audit_result
+      check_mode: false
+%s    - name: Show
+      ansible.builtin.debug:
+        msg: "RESULT {{ audit_result | to_json }}"
+""" % (json.dumps(args_file), json.dumps(rules_file), json.dumps(folder), extra, task_extra)
+
+
+def result_of(out):
+    for line in out.splitlines():
+        if '"msg": "RESULT ' in line:
+            return json.loads(json.loads(line.split('"msg": ', 1)[1])[len("RESULT "):])
+    raise AssertionError("no result in:\n" + out)
+
+
+AUDIT_KEYS = {"host", "time", "findings", "optimal", "unknown", "not_applicable", "counts", "worst", "rules",
+              "planned", "facts", "since"}
+
+
+def test_the_audit_is_the_filters_audit_and_its_files_are_written(tmp_path):
+    args_file, data = inputs(tmp_path)
+    folder = tmp_path / "artifacts" / "node-a"
+    rc, out = run_playbook(tmp_path, INVENTORY, play(str(folder), args_file))
+    assert rc == 0, out
+    result = result_of(out)
+    written = json.loads((folder / "audit.json").read_text())
+    assert set(written) == AUDIT_KEYS
+    assert {key: result[key] for key in AUDIT_KEYS} == written, "the registered result is the audit"
+    expected = audit_cases.audit("untuned")
+    for key in ("findings", "optimal", "unknown", "not_applicable", "counts", "worst", "rules", "planned", "facts"):
+        assert written[key] == expected[key], key
+    assert written["host"] == "node-a" and written["since"]["none"] is True
+    # The report in the plan's order (the registered result keeps it; audit.json sorts keys).
+    assert (folder / "system-improve.md").read_text() == audit_report({key: result[key] for key in AUDIT_KEYS})
+    assert (folder / "audit.json").read_text() == json.dumps(written, indent=4, sort_keys=True) + "\n"
+    for name in ("audit.json", "system-improve.md"):
+        assert oct(stat.S_IMODE(os.stat(str(folder / name)).st_mode)) == "0o644"
+    assert oct(stat.S_IMODE(os.stat(str(folder)).st_mode)) == "0o755"
+    assert sorted(os.listdir(str(folder))) == ["audit.json", "system-improve.md"]
+    assert [f["name"] for f in result["files"]] == ["audit.json", "system-improve.md"]
+
+
+def test_a_second_audit_compares_with_the_first(tmp_path):
+    args_file = inputs(tmp_path)[0]
+    folder = tmp_path / "artifacts" / "node-a"
+    rc, out = run_playbook(tmp_path, INVENTORY, play(str(folder), args_file))
+    assert rc == 0, out
+    first = json.loads((folder / "audit.json").read_text())
+    tuned_file = inputs(tmp_path, "tuned")[0]
+    rc, out = run_playbook(tmp_path, INVENTORY, play(str(folder), tuned_file))
+    assert rc == 0, out
+    second = json.loads((folder / "audit.json").read_text())
+    assert second["since"] == audit_since(second, json.dumps(first))
+    assert second["since"]["previous_time"] == first["time"] and second["since"]["fixed"], second["since"]
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    args_file = inputs(tmp_path)[0]
+    folder = tmp_path / "artifacts" / "node-a"
+    text = play(str(folder), args_file).replace("      check_mode: false\n", "      check_mode: true\n")
+    rc, out = run_playbook(tmp_path, INVENTORY, text)
+    assert rc == 0, out
+    assert result_of(out)["changed"] is True and result_of(out)["counts"]
+    assert not (tmp_path / "artifacts").exists()
+
+
+def test_a_planted_link_is_refused_before_anything_is_written(tmp_path):
+    args_file = inputs(tmp_path)[0]
+    folder = tmp_path / "artifacts" / "node-a"
+    folder.mkdir(parents=True)
+    secret = tmp_path / "secret"
+    secret.write_text("keep\n")
+    os.symlink(str(secret), str(folder / "system-improve.md"))
+    rc, out = run_playbook(tmp_path, INVENTORY, play(str(folder), args_file))
+    assert rc != 0 and "symbolic link" in out, out
+    assert secret.read_text() == "keep\n"
+    assert sorted(os.listdir(str(folder))) == ["system-improve.md"], "audit.json not written either"
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a.update(rules_file="/nonexistent/rules.yml"), "cannot read the rules file /nonexistent/rules.yml"),
+    (lambda a: a.update(rules_file="rules.yml"), "rules_file must be an absolute path, got 'rules.yml'"),
+    (lambda a: a.update(facts=[1, 2]), "facts must be the facts of gpufleet.tuning.node_facts (a mapping), got list"),
+    (lambda a: a.update(path="relative/dir"), "path must be an absolute folder path, got 'relative/dir'"),
+    (lambda a: a.update(rules_extra=[{"id": "broken"}]), "broken"),
+])
+def test_bad_input_is_named_and_nothing_is_written(tmp_path, change, message):
+    args_file, data = inputs(tmp_path)
+    args = {"host": "node-a", "facts": data["facts"], "rules_file": audit_cases.RULES_FILE,
+            "path": str(tmp_path / "artifacts" / "node-a")}
+    change(args)
+    task = "\n".join("        %s: %s" % (key, json.dumps(value)) for key, value in args.items())
+    text = """
+- hosts: node-a
+  gather_facts: false
+  tasks:
+    - name: Judge
+      gpufleet.tuning.audit_judge:
+%s
+      check_mode: false
+""" % task
+    rc, out = run_playbook(tmp_path, INVENTORY, text)
+    assert rc != 0, out
+    assert message in " ".join(out.split()), out
+    assert not (tmp_path / "artifacts").exists()
+    assert not os.path.exists(os.path.join(str(tmp_path), "relative"))
+
+
+def test_an_unknown_option_is_refused(tmp_path):
+    args_file = inputs(tmp_path)[0]
+    folder = tmp_path / "artifacts" / "node-a"
+    rc, out = run_playbook(tmp_path, INVENTORY, play(str(folder), args_file, extra="        owner: root\n"))
+    assert rc != 0 and "Invalid options for gpufleet.tuning.audit_judge: owner" in out, out
+    assert not folder.exists()
+
+
+def test_the_rules_file_is_parsed_once_while_unchanged(tmp_path):
+    rules = tmp_path / "rules.yml"
+    every = audit_cases.rules()
+    rules.write_text(yaml.safe_dump(dict(every, rules=every["rules"][:3])))
+    first = audit_judge.load_rules_file(str(rules))
+    assert audit_judge.load_rules_file(str(rules)) is first, "parsed again although unchanged"
+    rules.write_text(yaml.safe_dump(dict(every, rules=every["rules"][:2])))
+    os.utime(str(rules), ns=(1, 1))
+    again = audit_judge.load_rules_file(str(rules))
+    assert again is not first and len(again["rules"]) == 2
+
+
+def test_a_previous_audit_that_is_not_a_plain_file_is_no_comparison(tmp_path):
+    folder = tmp_path / "node-a"
+    folder.mkdir()
+    (folder / "audit.json").mkdir()
+    assert audit_judge.previous_text(str(folder / "audit.json")) == ""
+    assert audit_judge.previous_text(str(tmp_path / "missing.json")) == ""
