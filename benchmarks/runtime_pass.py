@@ -4,9 +4,9 @@
 """What the collection's runtime pass costs against the playbook an operator writes by hand
 for the same settings, on the same target(s), in one run (issue 21: the measurement).
 
-Why: `scripts/tune` runs an audit (node facts, the host role's tasks again in check mode, rules
-and reports), records the node's before-state, tunes, and records what changed; a hand-written
-playbook just sets the values. This prints how much more wall time and controller CPU that
+Why: `scripts/tune` runs an audit (node facts, what each part would change, rules and reports),
+records the node's before-state, tunes, and records what changed; a hand-written playbook just
+sets the values. This prints how much more wall time and controller CPU that
 costs, on a first pass (changes) and on a second pass (nothing to change).
 
     .venv-test/bin/python benchmarks/runtime_pass.py                       # this machine, 3 rounds
@@ -81,19 +81,23 @@ the medians.
 
 Targets: --target localhost (this machine, connection local, inventory/localhost.yml), or
 --hosts N: N systemd containers gpufleet-bench-1..N of the podman harness
-(scripts/harness/podman setup, its env), reached with containers.podman.podman. Shaped like the
-molecule fleet's hosts: unprivileged in their own user namespace (uids from 1200000 on), own
-network namespace (none) with CAP_NET_ADMIN and /proc/sys unmasked, so the per-namespace
-sysctls (net.ipv4.tcp_*) are theirs to write and the host-wide ones are refused: nothing
-reaches this machine's kernel. A new network namespace copies net.ipv4.tcp_rmem/tcp_wmem from
-this machine's, which may be tuned already, so each container's are set to the kernel's defaults
-first (a fresh node, whose first pass has them to raise). systemd's name=systemd cgroup (cgroup v1) is handed to the
-container's root as molecule/resources/playbooks/create.yml does, and the benchmark starts once
+(scripts/harness/podman setup, its env), reached the way Ansible reaches a fleet: ssh as root
+with the fleet harness's key, each on its own sshd port of 127.0.0.1, each host key checked
+(benchmarks/runtime_pass/ssh_hosts.py says why they are shaped so: privileged and in this
+machine's network namespace, like the molecule host scenario's GPU host, so every sysctl of the
+profile is writable; systemd-sysctl masked in them, and this machine's /proc/sys snapshotted at
+the start and put back). systemd's name=systemd cgroup (cgroup v1) is handed to the container
+as molecule/resources/playbooks/create.yml does, and the benchmark starts once
 `systemctl is-system-running --wait` says running. They are removed at exit (--keep: left).
 Other containers, networks and volumes of the store are never touched. The harness lock
 (.cache/podman/lock, as scripts/lib/podman_scenario.sh takes it) is held for the whole run in
 both modes: a molecule stage compares this machine's sysctls around its scenario and tears the
 store down at its end.
+
+SSH pipelining: the collection's plays turn it on (gpufleet_pipelining, default true); the
+naive playbook runs with Ansible's default (off), as an operator's playbook does unless their
+ansible.cfg says otherwise; --naive-pipelining gives it pipelining too. With the local
+connection (localhost) pipelining changes little.
 
 Output: a plain-text table, and with --json PATH every run, the settings and exclusions, the
 medians and ratios, and the restore check. --profile-tasks N adds one more collection first and
@@ -811,6 +815,9 @@ def parse_args(argv):
                              "host: the host role alone (benchmarks/runtime_pass/host_role.yml)")
     parser.add_argument("--forks", type=int, help="ansible-playbook --forks (default: ansible.cfg's)")
     parser.add_argument("--no-lxc-fixture", action="store_true", help="no LXC serving container config on the targets")
+    parser.add_argument("--naive-pipelining", action="store_true",
+                        help="run the naive playbook with SSH pipelining too (the collection's plays turn it on, "
+                             "gpufleet_pipelining; Ansible's default, which the naive playbook gets, is off)")
     parser.add_argument("--no-naive-limits-d", action="store_true",
                         help="leave out the naive playbook's /etc/security/limits.d task (the host role sets "
                              "memlock in the LXC config, the container role inside the container)")
@@ -1103,6 +1110,8 @@ def main(argv=None):
 
         log("target: %s" % where)
         log("ansible-playbook: %s" % playbook_bin)
+        log("SSH pipelining: collection on (gpufleet_pipelining), naive %s"
+            % ("on (--naive-pipelining)" if args.naive_pipelining else "off (Ansible's default; --naive-pipelining)"))
         log("sysctls compared: %s" % ", ".join("%s=%s" % kv for kv in kept.items()))
         for key, reason in sorted(excluded_keys.items()):
             log("left out of both runs: sysctl %s (%s)" % (key, reason))
@@ -1127,6 +1136,12 @@ def main(argv=None):
                 return done["actions"]
             return for_all(targets, one)
 
+        def naive_argv():
+            argv = ["-i", inventory, os.path.relpath(NAIVE_PLAYBOOK, REPO), "-e", "@" + naive_vars_file] + forks
+            if args.naive_pipelining:
+                argv += ["-e", "ansible_pipelining=true"]
+            return argv + (["--skip-tags", ",".join(skip_tags)] if skip_tags else [])
+
         def run_pair(variant, round_label, record):
             restore_all("pristine")
             if variant != "naive" and os.path.isdir(artifacts):
@@ -1134,9 +1149,7 @@ def main(argv=None):
             results = []
             for which in PASSES:
                 if variant == "naive":
-                    argv = ["-i", inventory, os.path.relpath(NAIVE_PLAYBOOK, REPO), "-e", "@" + naive_vars_file] + forks
-                    if skip_tags:
-                        argv += ["--skip-tags", ",".join(skip_tags)]
+                    argv = naive_argv()
                 else:
                     argv = commands[variant]
                 result = runner.run("%s-%s-%s" % (round_label, variant, which), argv)
@@ -1188,10 +1201,9 @@ def main(argv=None):
             json.dump(naive_vars, handle, indent=1)
         report["settings"]["naive_vars"] = naive_vars
         report["settings"]["naive_skip_tags"] = skip_tags
+        report["settings"]["naive_pipelining"] = bool(args.naive_pipelining)
         restore_all("pristine")
-        result = runner.run("warmup-naive-first", ["-i", inventory, os.path.relpath(NAIVE_PLAYBOOK, REPO), "-e",
-                                                   "@" + naive_vars_file] + forks +
-                            (["--skip-tags", ",".join(skip_tags)] if skip_tags else []))
+        result = runner.run("warmup-naive-first", naive_argv())
         check_run(result, names)
         result.pop("text")
         result.update({"playbook": "naive", "pass": "first", "round": "warmup"})
