@@ -107,6 +107,27 @@ def plan(folder, files, mode):
     return entries
 
 
+def write(folder, files, mode, dir_mode, check_mode):
+    """Write ``files`` (name -> text) into ``folder`` as plan() says: the folder made (mode
+    ``dir_mode``) when missing, each changed file written whole and atomically; nothing in check
+    mode. Returns changed, created and files (name, path, size, sha256, changed per file)."""
+    entries = plan(folder, files, mode)
+    created = _lstat(folder) is None
+    changed = created or any(entry["changed"] for entry in entries)
+    if changed and not check_mode:
+        try:
+            if created:
+                fileops.make_dirs(folder)
+                os.chmod(folder, dir_mode)
+            for entry in entries:
+                if entry["changed"]:
+                    fileops.write_atomic(entry["path"], entry["content"], mode=mode)
+        except OSError as exc:
+            raise AnsibleActionFail("artifact_files: writing in %s failed: %s" % (folder, fileops.describe(exc)))
+    return {"changed": changed, "created": created,
+            "files": [{key: entry[key] for key in ("name", "path", "size", "sha256", "changed")} for entry in entries]}
+
+
 class ActionModule(ActionBase):
     """gpufleet.tuning.artifact_files: documented in plugins/modules/artifact_files.py."""
 
@@ -120,20 +141,5 @@ class ActionModule(ActionBase):
         folder = args.get("path")
         mode = _mode(args.get("mode", "0644"), "mode")
         dir_mode = _mode(args.get("dir_mode", "0755"), "dir_mode")
-        entries = plan(folder, args.get("files"), mode)
-        created = _lstat(folder) is None
-        changed = created or any(entry["changed"] for entry in entries)
-        if changed and not self._task.check_mode:
-            try:
-                if created:
-                    fileops.make_dirs(folder)
-                    os.chmod(folder, dir_mode)
-                for entry in entries:
-                    if entry["changed"]:
-                        fileops.write_atomic(entry["path"], entry["content"], mode=mode)
-            except OSError as exc:
-                raise AnsibleActionFail("artifact_files: writing in %s failed: %s" % (folder, fileops.describe(exc)))
-        result.update(changed=changed, path=folder, created=created,
-                      files=[{key: entry[key] for key in ("name", "path", "size", "sha256", "changed")}
-                             for entry in entries])
+        result.update(write(folder, args.get("files"), mode, dir_mode, self._task.check_mode), path=folder)
         return result

@@ -16,8 +16,8 @@ by its own task, so hosts are judged in parallel with the forks.
 
 The result is the audit itself (what audit.json holds) at the top level, with ``files`` (what
 was written) beside it, so ``register: audit_result`` gives the variable every reader of the
-audit uses. Files are written as gpufleet.tuning.artifact_files writes them (its plan refuses a
-symbolic link before anything is written); in check mode nothing is written.
+audit uses. Files are written by gpufleet.tuning.artifact_files' own write() (its plan refuses a symbolic
+link before anything is written); in check mode nothing is written.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common import file
 
 # A previous audit.json larger than this is taken as damaged (no comparison), not read.
 PREVIOUS_MAX_BYTES = 16 * 1024 * 1024
-FILES = ("audit.json", "system-improve.md")
 _ARGS = ("host", "facts", "plan", "params", "rules_file", "rules_extra", "rules_disabled", "path", "mode")
 
 try:
@@ -141,21 +140,7 @@ class ActionModule(ActionBase):
         previous = previous_text(os.path.join(folder, "audit.json")) if isinstance(folder, str) and folder else ""
         audit = judge(args.get("host"), args.get("facts"), args.get("plan"), args.get("params"), rules,
                       extra=args.get("rules_extra"), disabled=args.get("rules_disabled"), previous=previous)
-        entries = artifact_files.plan(folder, render(audit), mode)
-        created = artifact_files._lstat(folder) is None
-        changed = created or any(entry["changed"] for entry in entries)
-        if changed and not self._task.check_mode:
-            try:
-                if created:
-                    fileops.make_dirs(folder)
-                    os.chmod(folder, 0o755)
-                for entry in entries:
-                    if entry["changed"]:
-                        fileops.write_atomic(entry["path"], entry["content"], mode=mode)
-            except OSError as exc:
-                _fail("writing in %s failed: %s" % (folder, fileops.describe(exc)))
+        written = artifact_files.write(folder, render(audit), mode, 0o755, self._task.check_mode)
         result.update(audit)
-        result.update(changed=changed, path=folder,
-                      files=[{key: entry[key] for key in ("name", "path", "size", "sha256", "changed")}
-                             for entry in entries])
+        result.update(changed=written["changed"], path=folder, files=written["files"])
         return result

@@ -97,3 +97,12 @@ def run_playbook(workdir, inventory, playbook, args=(), cfg_extra=""):
                           cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=300, check=False)
     return proc.returncode, proc.stdout
+
+
+def result_of(out):
+    """The value a play's last task printed as ``msg: "RESULT {{ x | to_json }}"``, decoded: how
+    the action tests read a registered result out of ansible-playbook's output."""
+    for line in out.splitlines():
+        if '"msg": "RESULT ' in line:
+            return json.loads(json.loads(line.split('"msg": ', 1)[1])[len("RESULT "):])
+    raise AssertionError("no result in:\n" + out)

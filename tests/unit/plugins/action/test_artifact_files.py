@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import result_of, run_playbook
 
 INVENTORY = {"all": {"hosts": {"node-a": {"ansible_connection": "local",
                                           "ansible_python_interpreter": "/usr/bin/python3"}}}}
@@ -29,13 +29,6 @@ def play(folder, files, extra=""):
       ansible.builtin.debug:
         msg: "RESULT {{ written | to_json }}"
 """ % (json.dumps(folder), json.dumps(files), extra)
-
-
-def result_of(out):
-    for line in out.splitlines():
-        if '"msg": "RESULT ' in line:
-            return json.loads(json.loads(line.split('"msg": ', 1)[1])[len("RESULT "):])
-    raise AssertionError("no result in:\n" + out)
 
 
 def listing(folder):

@@ -14,7 +14,7 @@ from ansible_collections.gpufleet.tuning.plugins.action import audit_judge
 from ansible_collections.gpufleet.tuning.plugins.filter.audit_report import audit_report
 from ansible_collections.gpufleet.tuning.plugins.filter.audit_since import audit_since
 from ansible_collections.gpufleet.tuning.plugins.filter.audit_planned import audit_planned
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import result_of, run_playbook
 from ansible_collections.gpufleet.tuning.tests.unit.plugins.filter import audit_cases
 
 INVENTORY = {"all": {"hosts": {"node-a": {"ansible_connection": "local",
@@ -50,13 +50,6 @@ def play(folder, args_file, extra="", rules_file=audit_cases.RULES_FILE, task_ex
       ansible.builtin.debug:
         msg: "RESULT {{ audit_result | to_json }}"
 """ % (json.dumps(args_file), json.dumps(rules_file), json.dumps(folder), extra, task_extra)
-
-
-def result_of(out):
-    for line in out.splitlines():
-        if '"msg": "RESULT ' in line:
-            return json.loads(json.loads(line.split('"msg": ', 1)[1])[len("RESULT "):])
-    raise AssertionError("no result in:\n" + out)
 
 
 AUDIT_KEYS = {"host", "time", "findings", "optimal", "unknown", "not_applicable", "counts", "worst", "rules",

@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from ansible_collections.gpufleet.tuning.tests.unit import fleet_artifacts_fake as fake
-from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook, snapshot
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import result_of, run_playbook, snapshot
 
 INVENTORY = {"all": {"hosts": {"node-a": {"ansible_connection": "local",
                                           "ansible_python_interpreter": "/usr/bin/python3"}}}}
@@ -28,13 +28,6 @@ def play(folder, extra=""):
       ansible.builtin.debug:
         msg: "RESULT {{ made | to_json }}"
 """ % (json.dumps(folder), extra)
-
-
-def result_of(out):
-    for line in out.splitlines():
-        if '"msg": "RESULT ' in line:
-            return json.loads(json.loads(line.split('"msg": ', 1)[1])[len("RESULT "):])
-    raise AssertionError("no result in:\n" + out)
 
 
 @pytest.fixture(scope="module")
