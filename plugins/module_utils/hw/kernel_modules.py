@@ -133,7 +133,11 @@ def proc_modules(proc_root="/proc"):
     None when the file does not exist: a kernel built without module support, where nothing
     can be loaded at all.
     """
-    text = fileops.read_quiet(os.path.join(proc_root, "modules"))
+    return _parse_proc_modules(fileops.read_quiet(os.path.join(proc_root, "modules")))
+
+
+def _parse_proc_modules(text):
+    """proc_modules() of the text of /proc/modules (None: the file does not exist)."""
     if text is None:
         return None
     found = {}
@@ -392,14 +396,15 @@ def kallsyms_lookup(symbol, proc_root="/proc", provider=None, sys_root=None):
     there and the file is not read: most GPU nodes have no RDMA stack at all.
     """
     path = os.path.join(proc_root, "kallsyms")
+    modules_text = fileops.read_quiet(os.path.join(proc_root, "modules"))
     if provider is not None and os.access(path, os.R_OK):
-        loaded = proc_modules(proc_root)
+        loaded = _parse_proc_modules(modules_text)
         builtin = sys_root is not None and os.path.isdir(os.path.join(sys_root, "module", provider))
         if not builtin and (loaded is None or canonical(provider) not in loaded):
             return {"readable": True, "found": False, "module": None}
     try:
         st = os.stat(path)
-        under = (fileops.read_quiet(os.path.join(proc_root, "modules")), st.st_ino, st.st_size, st.st_mtime_ns)
+        under = (modules_text, st.st_ino, st.st_size, st.st_mtime_ns)
     except OSError:
         under = None
     seen = _KALLSYMS_SEEN.get((path, symbol))
