@@ -13,27 +13,25 @@ for the rest of the run, so this is paid once per run.
 
 A worker runs one task and exits, and the objects made meanwhile are freed by reference
 counting as usual; the collector is resumed (and the pause forgotten) before the result goes
-back. Nothing else differs from the module's own action (ansible.builtin.normal).
+back. Otherwise this is the collection's module action (plugins/plugin_utils/module_action.py:
+ansible.builtin.normal, with the pipelined module read by the target's Python in one go).
 """
 
 from __future__ import annotations
 
 import gc
 
-from ansible.plugins.action import ActionBase
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.module_action import ModuleAction
 
 
-class ActionModule(ActionBase):
-    _supports_check_mode = True
+class ActionModule(ModuleAction):
     _supports_async = False
 
     def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            result.update(self._execute_module(module_name="gpufleet.tuning.host_tuning", task_vars=task_vars))
+            return super().run(tmp, task_vars)
         finally:
             if was_enabled:
                 gc.enable()
-        return result
