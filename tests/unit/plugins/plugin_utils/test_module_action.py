@@ -76,8 +76,12 @@ def test_the_program_runs_as_from_standard_input_in_a_fraction_of_the_reads():
     assert one_reads <= plain_reads
 
 
+def sudo_like(cmd):
+    """What a become plugin makes of a command: another shell around it, quoted."""
+    return "/bin/sh -c " + shlex.quote("echo BECOME-SUCCESS-abc ; " + cmd)
+
+
 def test_a_become_wrapper_around_the_command_keeps_it_working():
-    sudo_like = lambda c: "/bin/sh -c " + shlex.quote("echo BECOME-SUCCESS-abc ; " + c)  # noqa: E731
     out, reads = run_through_sh(one_read_command(shlex.quote(sys.executable), "#!" + sys.executable, "sh"),
                                 wrap=sudo_like)
     assert out == "__main__ <stdin> 200000 []" and reads < 200
