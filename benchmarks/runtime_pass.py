@@ -12,6 +12,7 @@ costs, on a first pass (changes) and on a second pass (nothing to change).
     .venv-test/bin/python benchmarks/runtime_pass.py                       # this machine, 3 rounds
     .venv-test/bin/python benchmarks/runtime_pass.py --rounds 5 --json /tmp/runtime-pass.json
     .venv-test/bin/python benchmarks/runtime_pass.py --hosts 4             # 4 podman containers
+    .venv-test/bin/python benchmarks/runtime_pass.py --hosts 1 4 16        # the curve, counts interleaved
     .venv-test/bin/python benchmarks/runtime_pass.py --collection tune host --profile-tasks 10
 
 Runs as root (it writes /proc/sys and /etc on the target). Standard library only; Ansible is
@@ -68,7 +69,17 @@ this machine's whole /proc/sys against a snapshot taken at the start
 Rounds (--rounds, default 3): each round runs each playbook's first pass, then at once its
 second (no-change) pass; the order of the playbooks is reversed every other round. The medians
 are printed. Before the rounds one untimed warm-up of each playbook (and a restore after it)
-checks that it runs and fixes the naive values.
+checks that it runs and fixes the naive values. With several counts (--hosts 1 4 16) the
+largest count's containers are made once, a count's runs use the first N of them, and every
+round runs every count (in ascending order, descending every other round) and at each count
+every playbook: this machine's speed drifts by up to 1.7x over minutes, and so it falls on all
+counts alike. Then each count's table, and the curve: each playbook's medians at each count,
+against the naive playbook and against the smallest count (the warm-ups run at the largest).
+
+ssh: every run gets a master-connection folder of its own (ANSIBLE_SSH_CONTROL_PATH_DIR), so
+no run reuses a connection an earlier run left open (ControlPersist keeps one a minute): each
+pays its hosts' ssh logins, as a pass started minutes after the last one does. --warm-ssh lets
+runs reuse them (ansible.cfg's ControlPersist, as back-to-back runs within a minute would).
 
 Per run: wall time; controller CPU time, user + system of the ansible-playbook process and
 everything it waited for (os.wait4 on it: its workers, and with the local connection the module
@@ -643,11 +654,12 @@ def parse_recap(text):
 class Runner:
     """Runs ansible-playbook as scripts/tune does and measures it."""
 
-    def __init__(self, playbook_bin, env, logdir, timeout):
+    def __init__(self, playbook_bin, env, logdir, timeout, control_root=None):
         self.playbook_bin = playbook_bin
         self.env = env
         self.logdir = logdir
         self.timeout = timeout
+        self.control_root = control_root
         self.current = None
         self.count = 0
 
@@ -655,6 +667,11 @@ class Runner:
         self.count += 1
         logfile = os.path.join(self.logdir, "%03d-%s.log" % (self.count, re.sub(r"[^A-Za-z0-9_.-]+", "-", label)))
         env = dict(self.env, **(extra_env or {}))
+        if self.control_root:
+            # A folder of its own for ssh's master connections: none left by an earlier run
+            # (ControlPersist keeps them a minute) is reused, so every run pays its hosts' ssh
+            # logins as a pass run minutes after the last one does (--warm-ssh: reused).
+            env["ANSIBLE_SSH_CONTROL_PATH_DIR"] = os.path.join(self.control_root, "%03d" % self.count)
         with open(logfile, "w") as out:
             out.write("# %s\n" % " ".join(argv))
             out.flush()
@@ -806,7 +823,9 @@ def parse_args(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--target", help="localhost (the default): this machine, connection local")
-    where.add_argument("--hosts", type=int, metavar="N", help="N podman containers gpufleet-bench-1..N instead")
+    where.add_argument("--hosts", type=int, nargs="+", metavar="N",
+                       help="N podman containers gpufleet-bench-1..N instead; several counts (--hosts 1 4 16): "
+                            "the largest made once, each count a slice of it, the counts interleaved round by round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the four runs (default 3)")
     parser.add_argument("--json", metavar="PATH", help="write every run and the summary here")
     parser.add_argument("--keep", action="store_true", help="leave the containers (still restored)")
@@ -814,6 +833,9 @@ def parse_args(argv):
                         help="tune: playbooks/tune.yml --tags runtime --skip-tags verify (default); "
                              "host: the host role alone (benchmarks/runtime_pass/host_role.yml)")
     parser.add_argument("--forks", type=int, help="ansible-playbook --forks (default: ansible.cfg's)")
+    parser.add_argument("--warm-ssh", action="store_true",
+                        help="let a run reuse the ssh master connections an earlier run left (ControlPersist); "
+                             "by default every run starts without any, as a pass run minutes after the last does")
     parser.add_argument("--no-lxc-fixture", action="store_true", help="no LXC serving container config on the targets")
     parser.add_argument("--naive-pipelining", action="store_true",
                         help="run the naive playbook with SSH pipelining too (the collection's plays turn it on, "
@@ -830,8 +852,11 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.target is not None and args.target != "localhost":
         parser.error("--target: only localhost is supported (got %r); use --hosts N for podman containers" % args.target)
-    if args.hosts is not None and not 1 <= args.hosts <= MAX_HOSTS:
-        parser.error("--hosts: a number of containers from 1 to %d (got %d)" % (MAX_HOSTS, args.hosts))
+    if args.hosts is not None:
+        bad = [n for n in args.hosts if not 1 <= n <= MAX_HOSTS]
+        if bad:
+            parser.error("--hosts: numbers of containers from 1 to %d (got %s)" % (MAX_HOSTS, " ".join(map(str, bad))))
+        args.hosts = sorted(set(args.hosts))
     if not 1 <= args.rounds <= MAX_ROUNDS:
         parser.error("--rounds: from 1 to %d (got %d)" % (MAX_ROUNDS, args.rounds))
     if args.forks is not None and args.forks < 1:
@@ -966,6 +991,43 @@ def print_table(summary, ratios, variants, header):
         log("ratio %s/naive  %s" % (variant, "; ".join(parts)))
 
 
+def curve(by_hosts, variants):
+    """Rows of the fleet-size curve: at each count, each playbook's median wall time, the
+    collection's against the naive playbook's, and each count against the smallest."""
+    counts = sorted(int(count) for count in by_hosts)
+    base = by_hosts[str(counts[0])]["summary"]
+    rows = []
+    for count in counts:
+        summary = by_hosts[str(count)]["summary"]
+        for variant in variants:
+            for which in PASSES:
+                mine, naive = summary.get("%s/%s" % (variant, which)), summary.get("naive/%s" % which)
+                first = base.get("%s/%s" % (variant, which))
+                if not (mine and naive and first):
+                    continue
+                rows.append({"hosts": count, "playbook": variant, "pass": which,
+                             "wall_s": mine["wall_s_median"], "naive_wall_s": naive["wall_s_median"],
+                             "cpu_s": mine["cpu_s_median"], "naive_cpu_s": naive["cpu_s_median"],
+                             "over_naive": round(mine["wall_s_median"] / naive["wall_s_median"], 2),
+                             "over_smallest": round(mine["wall_s_median"] / first["wall_s_median"], 2),
+                             "naive_over_smallest": round(
+                                 naive["wall_s_median"] / base["naive/%s" % which]["wall_s_median"], 2)})
+    return rows
+
+
+def print_curve(rows, variants, rounds):
+    smallest = min(row["hosts"] for row in rows)
+    log("")
+    log("by fleet size (counts interleaved in every round): medians of %d round(s), wall seconds" % rounds)
+    header = ("hosts", "playbook", "pass", "wall s", "naive s", "/naive", "/%d host" % smallest,
+              "naive /%d host" % smallest, "cpu s", "naive cpu s")
+    log("%5s  %-8s  %-9s  %7s  %7s  %7s  %8s  %13s  %6s  %11s" % header)
+    for row in rows:
+        log("%5d  %-8s  %-9s  %7.2f  %7.2f  %6.2fx  %7.2fx  %12.2fx  %6.2f  %11.2f" % (
+            row["hosts"], row["playbook"], row["pass"], row["wall_s"], row["naive_wall_s"], row["over_naive"],
+            row["over_smallest"], row["naive_over_smallest"], row["cpu_s"], row["naive_cpu_s"]))
+
+
 PROFILE_LINE = re.compile(r"^(.*?) -+ (\d+\.\d+)s\s*$")
 
 
@@ -1011,7 +1073,8 @@ def main(argv=None):
                 "ANSIBLE_COLLECTIONS_PATH": os.path.join(REPO, ".collections"),
                 "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "false",
                 "PATH": os.path.dirname(playbook_bin) + os.pathsep + env.get("PATH", "")})
-    runner = Runner(playbook_bin, env, logdir, args.run_timeout)
+    runner = Runner(playbook_bin, env, logdir, args.run_timeout,
+                    control_root=None if args.warm_ssh else os.path.join(tmp, "cp"))
     report = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv, "ansible_playbook": playbook_bin,
               "collection_variants": variants, "rounds": args.rounds, "runs": [], "warmup": []}
     targets, created, failed, lock = [], [], False, None
@@ -1039,7 +1102,7 @@ def main(argv=None):
             if podman(["image", "exists", args.image], check=False).returncode != 0:
                 raise BenchError("no image %s in the harness store" % args.image)
             start = time.monotonic()
-            for index in range(1, args.hosts + 1):
+            for index in range(1, max(args.hosts) + 1):
                 create_container(index, args.image, created)
             for_all(created, wait_systemd)
             log("%d container(s) started and running systemd in %.1f s: %s"
@@ -1048,17 +1111,23 @@ def main(argv=None):
                 ssh_hosts.wait_ssh(index)
             targets = [Target(name, ["podman", "exec", "-i", name, "python3"], container=True) for name in created]
             known = ssh_hosts.known_hosts(podman, created, tmp)
-            inventory = ssh_hosts.inventory(created, known, os.path.join(tmp, "inventory.yml"))
-            where = ("%d GPU-host-shaped container(s) %s%s (privileged, this machine's network namespace, ssh as root "
-                     "to 127.0.0.1:%d%s, host keys checked)" % (
+            counts = args.hosts
+            inventories = {count: ssh_hosts.inventory(created[:count], known, os.path.join(tmp, "inventory-%d.yml" % count))
+                           for count in counts}
+            where = ("%s of %d GPU-host-shaped container(s) %s%s (privileged, this machine's network namespace, ssh as "
+                     "root to 127.0.0.1:%d%s, host keys checked)" % (
+                         "the first %s" % "/".join(map(str, counts)) if len(counts) > 1 else "all",
                          len(created), CONTAINER_PREFIX, "1" if len(created) == 1 else "1..%d" % len(created),
                          ssh_hosts.port(1), "" if len(created) == 1 else "..%d" % ssh_hosts.port(len(created))))
         else:
             targets = [Target("localhost", [sys.executable])]
-            inventory = LOCAL_INVENTORY
+            counts = [1]
+            inventories = {1: LOCAL_INVENTORY}
             where = "localhost (connection local, inventory/localhost.yml)"
-        names = [t.name for t in targets]
+        names_of = {count: [t.name for t in targets[:count]] for count in counts}
+        largest = max(counts)
         report["target"] = where
+        report["host_counts"] = counts
 
         # Probe: refused keys, module support, GPUs, LXC configs, CPU power.
         request = {"keys": sorted(settings), "pcie_vendor": defaults.get("host_pcie_vendor", "0x10de"),
@@ -1100,18 +1169,24 @@ def main(argv=None):
         with open(collection_vars_file, "w") as handle:
             json.dump(collection_vars, handle, indent=1)
         forks = ["--forks", str(args.forks)] if args.forks else []
-        commands = {
-            "tune": ["-i", inventory, os.path.relpath(TUNE_PLAYBOOK, REPO), "--tags", "runtime", "--skip-tags", "verify",
-                     "-e", "@" + collection_vars_file] + forks,
-            "host": ["-i", inventory, os.path.relpath(HOST_ROLE_PLAYBOOK, REPO), "--tags", "runtime",
-                     "-e", "@" + collection_vars_file] + forks,
-        }
+        def command(variant, count):
+            inventory = inventories[count]
+            return {
+                "tune": ["-i", inventory, os.path.relpath(TUNE_PLAYBOOK, REPO), "--tags", "runtime", "--skip-tags",
+                         "verify", "-e", "@" + collection_vars_file] + forks,
+                "host": ["-i", inventory, os.path.relpath(HOST_ROLE_PLAYBOOK, REPO), "--tags", "runtime",
+                         "-e", "@" + collection_vars_file] + forks,
+            }[variant]
         skip_tags = sorted(set(skipped_parts) | set(excluded_keys) | (set(loaded["naive_keys"]) - set(kept)))
 
         log("target: %s" % where)
         log("ansible-playbook: %s" % playbook_bin)
         log("SSH pipelining: collection on (gpufleet_pipelining), naive %s"
             % ("on (--naive-pipelining)" if args.naive_pipelining else "off (Ansible's default; --naive-pipelining)"))
+        if args.hosts:
+            log("ssh master connections: %s" % ("reused from run to run (--warm-ssh)" if args.warm_ssh else
+                                               "none carried over: every run logs in to its hosts afresh"))
+        report["settings"]["warm_ssh"] = bool(args.warm_ssh)
         log("sysctls compared: %s" % ", ".join("%s=%s" % kv for kv in kept.items()))
         for key, reason in sorted(excluded_keys.items()):
             log("left out of both runs: sysctl %s (%s)" % (key, reason))
@@ -1136,31 +1211,32 @@ def main(argv=None):
                 return done["actions"]
             return for_all(targets, one)
 
-        def naive_argv():
-            argv = ["-i", inventory, os.path.relpath(NAIVE_PLAYBOOK, REPO), "-e", "@" + naive_vars_file] + forks
+        def naive_argv(count):
+            argv = ["-i", inventories[count], os.path.relpath(NAIVE_PLAYBOOK, REPO), "-e", "@" + naive_vars_file] + forks
             if args.naive_pipelining:
                 argv += ["-e", "ansible_pipelining=true"]
             return argv + (["--skip-tags", ",".join(skip_tags)] if skip_tags else [])
 
-        def run_pair(variant, round_label, record):
+        def run_pair(variant, round_label, record, count):
             restore_all("pristine")
             if variant != "naive" and os.path.isdir(artifacts):
                 shutil.rmtree(artifacts)
             results = []
+            names = names_of[count]
             for which in PASSES:
                 if variant == "naive":
-                    argv = naive_argv()
+                    argv = naive_argv(count)
                 else:
-                    argv = commands[variant]
-                result = runner.run("%s-%s-%s" % (round_label, variant, which), argv)
+                    argv = command(variant, count)
+                result = runner.run("%s-%dh-%s-%s" % (round_label, count, variant, which), argv)
                 check_run(result, names)
-                result.update({"playbook": variant, "pass": which, "round": round_label})
-                counts = [result["recap"][n] for n in names]
-                result["tasks"] = span(sorted({c["tasks"] for c in counts}))
-                log("[%s] %-6s %-9s wall %7.2f s  cpu %7.2f s  tasks/host %s  changed/host %s"
-                    % (round_label, variant, which, result["wall_s"], result["cpu_s"], result["tasks"],
-                       span(sorted({c["changed"] for c in counts}))))
-                if which == "no-change" and any(c["changed"] for c in counts):
+                result.update({"playbook": variant, "pass": which, "round": round_label, "hosts": count})
+                recaps = [result["recap"][n] for n in names]
+                result["tasks"] = span(sorted({c["tasks"] for c in recaps}))
+                log("[%s] %3d host(s) %-6s %-9s wall %7.2f s  cpu %7.2f s  tasks/host %s  changed/host %s"
+                    % (round_label, count, variant, which, result["wall_s"], result["cpu_s"], result["tasks"],
+                       span(sorted({c["changed"] for c in recaps}))))
+                if which == "no-change" and any(c["changed"] for c in recaps):
                     log("  note: the no-change pass of %s reported changes (log %s)" % (variant, result["log"]))
                 text = result.pop("text")
                 record.append(result)
@@ -1174,8 +1250,8 @@ def main(argv=None):
         naive_vars_file = os.path.join(tmp, "naive-vars.json")
         for position, variant in enumerate(variants):
             restore_all("pristine")
-            result = runner.run("warmup-%s-first" % variant, commands[variant])
-            check_run(result, names)
+            result = runner.run("warmup-%s-first" % variant, command(variant, largest))
+            check_run(result, names_of[largest])
             result.pop("text")
             result.update({"playbook": variant, "pass": "first", "round": "warmup"})
             report["warmup"].append(result)
@@ -1203,8 +1279,8 @@ def main(argv=None):
         report["settings"]["naive_skip_tags"] = skip_tags
         report["settings"]["naive_pipelining"] = bool(args.naive_pipelining)
         restore_all("pristine")
-        result = runner.run("warmup-naive-first", naive_argv())
-        check_run(result, names)
+        result = runner.run("warmup-naive-first", naive_argv(largest))
+        check_run(result, names_of[largest])
         result.pop("text")
         result.update({"playbook": "naive", "pass": "first", "round": "warmup"})
         report["warmup"].append(result)
@@ -1217,24 +1293,36 @@ def main(argv=None):
             if mismatched:
                 raise BenchError("%s: the naive pass left %s different from the collection's" % (target.name, mismatched))
 
-        # Rounds.
+        # Rounds: within a round every count, and at each count every playbook, the order of both
+        # reversed every other round, so that a drift of this machine's speed over the minutes of
+        # the benchmark falls on every count and playbook alike.
         order = variants + ["naive"]
         for number in range(1, args.rounds + 1):
             label = "round %d/%d" % (number, args.rounds)
-            for variant in (order if number % 2 else list(reversed(order))):
-                run_pair(variant, label, report["runs"])
+            for count in (counts if number % 2 else list(reversed(counts))):
+                for variant in (order if number % 2 else list(reversed(order))):
+                    run_pair(variant, label, report["runs"], count)
 
-        summary, ratios = summarize(report["runs"], variants)
-        report["summary"], report["ratios"] = summary, ratios
-        header = ["target: %s; %d round(s); medians" % (where, args.rounds)]
-        for variant in variants:
-            header.append("%s: ansible-playbook %s" % (variant, " ".join(
-                a for a in commands[variant] if not a.startswith("@") and a != "-e" and a != inventory and a != "-i")))
-        header.append("naive: ansible-playbook %s%s" % (
-            os.path.relpath(NAIVE_PLAYBOOK, REPO), " --skip-tags " + ",".join(skip_tags) if skip_tags else ""))
-        header.append("cpu: user+sys of ansible-playbook and what it waited for; tasks/host: "
-                      "ok+failed+skipped+rescued+unreachable of the PLAY RECAP")
-        print_table(summary, ratios, variants, header)
+        report["by_hosts"] = {}
+        for count in counts:
+            summary, ratios = summarize([r for r in report["runs"] if r["hosts"] == count], variants)
+            report["by_hosts"][str(count)] = {"summary": summary, "ratios": ratios}
+            header = ["target: %s%s; %d round(s); medians" % (
+                where, "" if len(counts) == 1 else "; %d host(s)" % count, args.rounds)]
+            for variant in variants:
+                header.append("%s: ansible-playbook %s" % (variant, " ".join(
+                    a for a in command(variant, count)
+                    if not a.startswith("@") and a != "-e" and a != inventories[count] and a != "-i")))
+            header.append("naive: ansible-playbook %s%s" % (
+                os.path.relpath(NAIVE_PLAYBOOK, REPO), " --skip-tags " + ",".join(skip_tags) if skip_tags else ""))
+            header.append("cpu: user+sys of ansible-playbook and what it waited for; tasks/host: "
+                          "ok+failed+skipped+rescued+unreachable of the PLAY RECAP")
+            print_table(summary, ratios, variants, header)
+        report["summary"], report["ratios"] = (report["by_hosts"][str(largest)]["summary"],
+                                               report["by_hosts"][str(largest)]["ratios"])
+        if len(counts) > 1:
+            report["curve"] = curve(report["by_hosts"], variants)
+            print_curve(report["curve"], variants, args.rounds)
 
         if args.profile_tasks:
             variant = variants[0]
@@ -1245,8 +1333,8 @@ def main(argv=None):
                 shutil.rmtree(artifacts)
             profiled = []
             for which in PASSES:
-                result = runner.run("profile-%s-%s" % (variant, which), commands[variant], extra_env=profile_env)
-                check_run(result, names)
+                result = runner.run("profile-%s-%s" % (variant, which), command(variant, largest), extra_env=profile_env)
+                check_run(result, names_of[largest])
                 profiled.append(result)
             top = profile_top(profiled[1]["text"], args.profile_tasks)
             report["profile"] = {"variant": variant, "first_wall_s": profiled[0]["wall_s"],

@@ -86,7 +86,9 @@ notes:
     0.2 s of CPU on the node and 0.05 s on the controller, per host and part).
   - The collection's code the parts run is compiled once per node and release and kept in
     /var/cache/gpufleet-tuning/bytecode (root's, 0700; Python cannot cache bytecode for code
-    imported from the module's zip). Check mode reads it and writes nothing; outside check mode
+    imported from the module's zip). With SSH pipelining, Ansible's own module_utils and this
+    module are kept there too (the collection's module action installs the cache before the
+    AnsiballZ wrapper imports them). Check mode reads it and writes nothing; outside check mode
     a missing entry is written, and entries unused for 30 days are dropped.
 seealso:
   - module: gpufleet.tuning.sysctl_profile

@@ -11,8 +11,10 @@ of a fleet at every pass (benchmarks/runtime_pass.py; README "Speed of a tuning 
 does the same for code on disk (``__pycache__``); this does it for the collection's own code:
 
 - a meta-path finder, just ahead of Python's path finder, takes the imports of
-  ``ansible_collections.gpufleet.tuning.plugins.module_utils.*`` once ``install()`` has run;
-  everything else is imported as usual;
+  ``ansible_collections.gpufleet.tuning.plugins.module_utils.*`` once ``install()`` has run,
+  and, given ``zip_prefixes`` (ZIP_PREFIXES: Ansible's own module_utils and the module itself,
+  which the module action's boot prelude asks for, plugins/plugin_utils/module_action.py), the
+  modules under those names that come from a zip; everything else is imported as usual;
 - the cache key is the SHA-256 of the interpreter's bytecode magic, the module's name and its
   source, so code from another release, another Python or an edited file never matches: a
   stale entry is never used, only left until it ages out (KEEP_DAYS);
@@ -46,6 +48,10 @@ import zipimport
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import trust
 
 PACKAGE = "ansible_collections.gpufleet.tuning.plugins.module_utils."
+# What AnsiballZ's zip holds besides this collection's module_utils: Ansible's module_utils (about
+# 100 files for host_tuning, some 0.1 s of CPU to compile at every run, imported by the wrapper
+# before the module's own code runs) and the module itself (run by runpy, through get_code).
+ZIP_PREFIXES = ("ansible.", "ansible_collections.")
 CACHE_DIR = "/var/cache/gpufleet-tuning/bytecode"
 KEEP_DAYS = 30
 
@@ -190,9 +196,10 @@ class Cache:
 class _Loader(importlib.abc.Loader):
     """The original loader's module, executed from the cache's code object."""
 
-    def __init__(self, original, cache):
+    def __init__(self, original, cache, origin=None):
         self._original = original
         self._cache = cache
+        self._origin = origin
 
     def create_module(self, spec):
         create = getattr(self._original, "create_module", None)
@@ -208,6 +215,13 @@ class _Loader(importlib.abc.Loader):
 
     def get_source(self, name):
         return self._original.get_source(name)
+
+    def get_code(self, name):
+        """The code object, for runpy (AnsiballZ runs the module itself with runpy.run_module)."""
+        source = self._original.get_source(name)
+        if source is None:
+            return self._original.get_code(name)
+        return self._cache.code(name, source, self._origin or "<%s>" % name)
 
 
 def zip_spec(name, entries):
@@ -238,22 +252,28 @@ def zip_spec(name, entries):
 
 
 class Finder(importlib.abc.MetaPathFinder):
-    """Imports of the modules under ``prefix`` (PACKAGE) through ``cache``; the spec is the one
-    Python would have used (made without compiling for a zip, zip_spec), with its loader wrapped."""
+    """Imports of the modules under ``prefix`` (PACKAGE), and of those under ``zip_prefixes``
+    that come from a zip, through ``cache``; the spec is the one Python would have used (made
+    without compiling for a zip, zip_spec), with its loader wrapped. A module under
+    ``zip_prefixes`` found on disk is left to Python, which caches it in ``__pycache__``."""
 
-    def __init__(self, cache, prefix=PACKAGE):
+    def __init__(self, cache, prefix=PACKAGE, zip_prefixes=()):
         self.cache = cache
         self.prefix = prefix
+        self.zip_prefixes = tuple(zip_prefixes)
 
     def find_spec(self, name, path, target=None):
-        if not name.startswith(self.prefix):
+        ours = name.startswith(self.prefix)
+        if not ours and not name.startswith(self.zip_prefixes):
             return None
         spec = zip_spec(name, path)
         if spec is None:
+            if not ours:
+                return None
             spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "get_source"):
             return spec
-        spec.loader = _Loader(spec.loader, self.cache)
+        spec.loader = _Loader(spec.loader, self.cache, spec.origin)
         return spec
 
 
@@ -268,14 +288,16 @@ def _position():
     return len(sys.meta_path)
 
 
-def install(write=True, cache=None):
+def install(write=True, cache=None, zip_prefixes=()):
     """Put the finder on sys.meta_path ahead of the path finder (once); returns its Cache.
-    ``write=None``: not known yet, the cache's commit() decides."""
+    ``write=None``: not known yet, the cache's commit() decides. ``zip_prefixes``: more names
+    to take from a zip (ZIP_PREFIXES), added to those of a finder already installed."""
     for finder in sys.meta_path:
         if isinstance(finder, Finder):
+            finder.zip_prefixes += tuple(p for p in zip_prefixes if p not in finder.zip_prefixes)
             if write is not None:
                 finder.cache.commit(write if finder.cache.write is None else finder.cache.write and write)
             return finder.cache
-    finder = Finder(cache or Cache(write=write))
+    finder = Finder(cache or Cache(write=write), zip_prefixes=zip_prefixes)
     sys.meta_path.insert(_position(), finder)
     return finder.cache

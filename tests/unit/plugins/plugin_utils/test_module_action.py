@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.module_action import (
-    ONE_READ_PROGRAM, ModuleAction, one_read_command)
+    BOOT_PROGRAM, ONE_READ_PROGRAM, ModuleAction, boot_prelude, one_read_command)
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -55,10 +55,11 @@ PROGRAM = (
 ) % ("x" * 200000)
 
 
-def run_through_sh(cmd, wrap=lambda c: c):
+def run_through_sh(cmd, wrap=lambda c: c, prelude=b""):
     """Run cmd as Ansible runs a pipelined module: /bin/sh -c '<cmd> && sleep 0', program on stdin."""
     full = "/bin/sh -c " + shlex.quote(wrap(cmd) + " && sleep 0")
-    proc = subprocess.run(full, shell=True, input=PROGRAM.encode(), capture_output=True, check=False, timeout=60)
+    proc = subprocess.run(full, shell=True, input=prelude + PROGRAM.encode(), capture_output=True, check=False,
+                          timeout=60)
     assert proc.returncode == 0, proc.stderr.decode()
     first, second = proc.stdout.decode().splitlines()[-2:]
     return first, int(second.split()[1])
@@ -74,6 +75,14 @@ def test_the_program_runs_as_from_standard_input_in_a_fraction_of_the_reads():
     # blocks itself, the two counts are close and only the second assertion holds.
     assert one_reads < 200
     assert one_reads <= plain_reads
+
+
+def test_with_the_boot_prelude_the_program_still_runs_as_from_standard_input():
+    prelude = boot_prelude(True)
+    cmd = one_read_command(shlex.quote(sys.executable), "#!" + sys.executable, "sh", len(prelude))
+    assert cmd == shlex.quote(sys.executable) + " -c " + shlex.quote(BOOT_PROGRAM % {"size": len(prelude)})
+    out, reads = run_through_sh(cmd, prelude=prelude)
+    assert out == "__main__ <stdin> 200000 []" and reads < 200
 
 
 def sudo_like(cmd):
@@ -136,3 +145,77 @@ def test_a_module_runs_the_same_pipelined_in_one_read_or_from_a_file(tmp_path, p
     else:
         assert runs_one_read == [] and any("AnsiballZ_memlock_info.py" in line for line in execs), execs
     assert "ok: [node-a]" in out and "failed=0" in out
+
+
+# What the AnsiballZ wrapper does, in small: the module's zip first on sys.path, an import of
+# Ansible's module_utils from it, then the module itself run with runpy.
+ZIPPED_RUN = """
+import runpy, sys
+sys.path.insert(0, %(zip)r)
+from ansible.module_utils import probe
+found = [type(f).__name__ for f in sys.meta_path]
+runpy.run_module("ansible_collections.gpufleet.tuning.plugins.modules.probe_mod", run_name="__main__")
+print("LOADER", type(probe.__spec__.loader).__name__, probe.VALUE, found.count("Finder"))
+for finder in sys.meta_path:
+    if type(finder).__name__ == "Finder":
+        print("CACHE compiled", finder.cache.compiled, "hits", finder.cache.hits)
+"""
+
+
+def zipped_payload(tmp_path, with_cache=True):
+    """A zip shaped like AnsiballZ's: Ansible's module_utils, the collection's bytecode cache
+    (the real source) when with_cache, a module."""
+    import zipfile
+    path = tmp_path / "ansible_probe_mod_payload.zip"
+    utils = os.path.join(REPO, "plugins", "module_utils", "common")
+    base = "ansible_collections/gpufleet/tuning/plugins/"
+    with zipfile.ZipFile(str(path), "w") as archive:
+        for package in ("ansible", "ansible/module_utils", "ansible_collections", "ansible_collections/gpufleet",
+                        base[:-len("/plugins/")], base[:-1], base + "modules", base + "module_utils",
+                        base + "module_utils/common"):
+            archive.writestr(package + "/__init__.py", "")
+        archive.writestr("ansible/module_utils/probe.py", "VALUE = 6 * 7\n")
+        archive.writestr(base + "modules/probe_mod.py", "print('MODULE', __name__)\n")
+        if with_cache:
+            for name in ("bytecode_cache.py", "trust.py"):
+                with open(os.path.join(utils, name)) as handle:
+                    archive.writestr(base + "module_utils/common/" + name, handle.read())
+    return str(path)
+
+
+def run_zipped(tmp_path, write, with_cache=True):
+    prelude = boot_prelude(write, directory=str(tmp_path / "cache" / "bytecode"), root=str(tmp_path),
+                           uid=os.geteuid())
+    program = (ZIPPED_RUN % {"zip": zipped_payload(tmp_path, with_cache)}).encode()
+    proc = subprocess.run([sys.executable, "-c", BOOT_PROGRAM % {"size": len(prelude)}], input=prelude + program,
+                          capture_output=True, check=False, timeout=60, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr.decode()
+    folder = tmp_path / "cache" / "bytecode"
+    return proc.stdout.decode().split("\n"), sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_the_boot_prelude_caches_what_the_wrapper_imports_from_the_zip(tmp_path):
+    tmp_path.chmod(0o755)
+    lines, written = run_zipped(tmp_path, write=True)
+    # After the bytecode cache's own files (imported to install it): ansible.module_utils, its
+    # probe, the modules package and the module, compiled once and kept, then read back.
+    assert lines[:3] == ["MODULE __main__", "LOADER _Loader 42 1", "CACHE compiled 4 hits 0"], lines
+    assert len(written) == 4
+    again, kept = run_zipped(tmp_path, write=True)
+    assert again[:3] == ["MODULE __main__", "LOADER _Loader 42 1", "CACHE compiled 0 hits 4"], again
+    assert kept == written
+
+
+def test_the_boot_prelude_writes_nothing_in_check_mode(tmp_path):
+    tmp_path.chmod(0o755)
+    lines, written = run_zipped(tmp_path, write=False)
+    assert lines[:3] == ["MODULE __main__", "LOADER _Loader 42 1", "CACHE compiled 4 hits 0"], lines
+    assert written == []
+
+
+def test_without_the_bytecode_cache_in_the_zip_the_module_runs_as_ansible_runs_it(tmp_path):
+    tmp_path.chmod(0o755)
+    lines, written = run_zipped(tmp_path, write=True, with_cache=False)
+    assert lines[:2] == ["MODULE __main__", "LOADER SourceFileLoader 42 0"] or \
+        lines[:2] == ["MODULE __main__", "LOADER zipimporter 42 0"], lines
+    assert written == []

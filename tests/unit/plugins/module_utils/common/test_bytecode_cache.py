@@ -218,3 +218,48 @@ def test_a_loader_that_gives_bytes_is_compiled_and_cached_like_text(tmp_path):
     again = cache(tmp_path)
     again.code("probe.mod", "VALUE = 6 * 7\n", "<probe>")
     assert (again.hits, again.compiled) == (1, 0)
+
+
+def test_zip_prefixes_take_those_modules_from_a_zip_only(tmp_path, zipped):
+    """The boot prelude's names (Ansible's module_utils, the module): from AnsiballZ's zip they
+    go through the cache; found on disk they are Python's, which caches them in __pycache__."""
+    payload = zipped()
+    finder = bc.Finder(cache(tmp_path), prefix="gpufleet_not_this.", zip_prefixes=(PACKAGE + ".",))
+    spec = finder.find_spec(PACKAGE + ".mod", [os.path.join(payload, PACKAGE)])
+    assert isinstance(spec.loader, bc._Loader)  # pylint: disable=protected-access
+    on_disk = tmp_path / "disk" / PACKAGE
+    on_disk.mkdir(parents=True)
+    (on_disk / "mod.py").write_text("VALUE = 1\n")
+    assert finder.find_spec(PACKAGE + ".mod", [str(on_disk)]) is None
+    assert finder.find_spec("json.decoder", None) is None
+
+
+def test_a_module_run_with_runpy_from_the_zip_comes_from_the_cache(tmp_path, zipped):
+    """AnsiballZ runs the module itself with runpy.run_module, which asks the loader for its code."""
+    import runpy
+    payload = zipped("import sys\nRAN = __name__\nFILE = __file__\n")
+    saved = list(sys.meta_path)
+    try:
+        for run in range(2):
+            used = cache(tmp_path)
+            sys.meta_path.insert(0, bc.Finder(used, prefix="gpufleet_not_this.", zip_prefixes=(PACKAGE + ".",)))
+            importlib.invalidate_caches()
+            result = runpy.run_module(PACKAGE + ".mod", run_name="__main__")
+            assert result["RAN"] == "__main__" and result["FILE"] == os.path.join(payload, PACKAGE, "mod.py")
+            assert (used.compiled, used.hits) == ((1, 0) if run == 0 else (0, 1))
+            sys.meta_path[:] = saved
+    finally:
+        sys.meta_path[:] = saved
+
+
+def test_install_adds_zip_prefixes_to_the_finder_already_there(tmp_path):
+    saved = list(sys.meta_path)
+    try:
+        first = bc.install(write=None, cache=cache(tmp_path, write=None))
+        again = bc.install(write=None, zip_prefixes=bc.ZIP_PREFIXES)
+        [finder] = [f for f in sys.meta_path if isinstance(f, bc.Finder)]
+        assert again is first and finder.zip_prefixes == bc.ZIP_PREFIXES
+        bc.install(write=None, zip_prefixes=bc.ZIP_PREFIXES)
+        assert finder.zip_prefixes == bc.ZIP_PREFIXES
+    finally:
+        sys.meta_path[:] = saved
