@@ -113,7 +113,9 @@ connection (localhost) pipelining changes little.
 Output: a plain-text table, and with --json PATH every run, the settings and exclusions, the
 medians and ratios, and the restore check. --profile-tasks N adds one more collection first and
 no-change pass (first --collection) with ansible.posix.profile_tasks and prints the N slowest
-tasks of the no-change pass (not part of the medians).
+tasks of the no-change pass, and the CPU each task's workers used on the controller
+(benchmarks/runtime_pass/worker_cpu/sitecustomize.py, loaded through PYTHONPATH in that run
+only); not part of the medians.
 """
 
 from __future__ import annotations
@@ -149,6 +151,7 @@ HOST_DEFAULTS = os.path.join(REPO, "roles", "host", "defaults", "main")
 SYSCTL_GUARD = os.path.join(REPO, "molecule", "resources", "sysctl_guard.py")
 HARNESS = os.path.join(REPO, "scripts", "harness", "podman")
 HARNESS_LOCK = os.path.join(REPO, ".cache", "podman", "lock")
+WORKER_CPU = os.path.join(HERE, "worker_cpu")
 
 CONTAINER_PREFIX = "gpufleet-bench-"
 CONTAINER_LABEL = "gpufleet.benchmark=runtime_pass"
@@ -1028,6 +1031,21 @@ def print_curve(rows, variants, rounds):
             row["over_smallest"], row["naive_over_smallest"], row["cpu_s"], row["naive_cpu_s"]))
 
 
+def worker_cpu(folder):
+    """The workers' CPU by task from the files worker_cpu/sitecustomize.py wrote, most first."""
+    found = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        with open(os.path.join(folder, name)) as handle:
+            for line in handle:
+                seconds, _, task = line.rstrip("\n").partition("\t")
+                entry = found.setdefault(task, {"task": task, "workers": 0, "cpu_s": 0.0})
+                entry["workers"] += 1
+                entry["cpu_s"] += float(seconds)
+    for entry in found.values():
+        entry["cpu_s"] = round(entry["cpu_s"], 4)
+    return sorted(found.values(), key=lambda item: -item["cpu_s"])
+
+
 PROFILE_LINE = re.compile(r"^(.*?) -+ (\d+\.\d+)s\s*$")
 
 
@@ -1333,8 +1351,14 @@ def main(argv=None):
                 shutil.rmtree(artifacts)
             profiled = []
             for which in PASSES:
-                result = runner.run("profile-%s-%s" % (variant, which), command(variant, largest), extra_env=profile_env)
+                # Each worker's own CPU, by task (benchmarks/runtime_pass/worker_cpu/sitecustomize.py).
+                cpu_dir = os.path.join(tmp, "worker-cpu-" + which)
+                os.makedirs(cpu_dir, exist_ok=True)
+                env_cpu = dict(profile_env, GPUFLEET_WORKER_CPU_DIR=cpu_dir, PYTHONPATH=os.pathsep.join(
+                    p for p in (WORKER_CPU, os.environ.get("PYTHONPATH")) if p))
+                result = runner.run("profile-%s-%s" % (variant, which), command(variant, largest), extra_env=env_cpu)
                 check_run(result, names_of[largest])
+                result["worker_cpu"] = worker_cpu(cpu_dir)
                 profiled.append(result)
             top = profile_top(profiled[1]["text"], args.profile_tasks)
             report["profile"] = {"variant": variant, "first_wall_s": profiled[0]["wall_s"],
@@ -1346,6 +1370,15 @@ def main(argv=None):
                 "tasks sum %.2f s):" % (len(top), variant, profiled[1]["wall_s"], total))
             for seconds, name in top:
                 log("  %7.2f s  %s" % (seconds, name))
+            tasks = profiled[1]["worker_cpu"]
+            report["profile"]["no_change_worker_cpu"] = tasks
+            log("")
+            log("controller CPU of the workers by task, same no-change pass (%d host(s); workers %.2f s of the "
+                "pass's %.2f s controller CPU, the rest is ansible-playbook's own process and the ssh clients):"
+                % (largest, sum(t["cpu_s"] for t in tasks), profiled[1]["cpu_s"]))
+            for item in tasks[:args.profile_tasks]:
+                log("  %7.3f s  %3d worker(s)  %6.1f ms each  %s" % (
+                    item["cpu_s"], item["workers"], 1000 * item["cpu_s"] / item["workers"], item["task"]))
             for result in profiled:
                 result.pop("text")
             report["profile"]["logs"] = [r["log"] for r in profiled]
