@@ -1037,7 +1037,7 @@ def worker_cpu(folder):
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         with open(os.path.join(folder, name)) as handle:
             for line in handle:
-                seconds, _, task = line.rstrip("\n").partition("\t")
+                seconds, task = line.rstrip("\n").split("\t", 1)
                 entry = found.setdefault(task, {"task": task, "workers": 0, "cpu_s": 0.0})
                 entry["workers"] += 1
                 entry["cpu_s"] += float(seconds)
@@ -1187,6 +1187,7 @@ def main(argv=None):
         with open(collection_vars_file, "w") as handle:
             json.dump(collection_vars, handle, indent=1)
         forks = ["--forks", str(args.forks)] if args.forks else []
+
         def command(variant, count):
             inventory = inventories[count]
             return {
@@ -1202,8 +1203,9 @@ def main(argv=None):
         log("SSH pipelining: collection on (gpufleet_pipelining), naive %s"
             % ("on (--naive-pipelining)" if args.naive_pipelining else "off (Ansible's default; --naive-pipelining)"))
         if args.hosts:
-            log("ssh master connections: %s" % ("reused from run to run (--warm-ssh)" if args.warm_ssh else
-                                               "none carried over: every run logs in to its hosts afresh"))
+            log("ssh master connections: %s" % (
+                "reused from run to run (--warm-ssh)" if args.warm_ssh
+                else "none carried over: every run logs in to its hosts afresh"))
         report["settings"]["warm_ssh"] = bool(args.warm_ssh)
         log("sysctls compared: %s" % ", ".join("%s=%s" % kv for kv in kept.items()))
         for key, reason in sorted(excluded_keys.items()):
