@@ -205,23 +205,27 @@ class _Loader(importlib.abc.Loader):
         create = getattr(self._original, "create_module", None)
         return create(spec) if create is not None else None
 
-    def exec_module(self, module):
-        source = self._original.get_source(module.__name__)
+    def _cached(self, name):
+        """The module's code object through the cache; None when its loader gives no source."""
+        source = self._original.get_source(name)
         if source is None:
+            return None
+        return self._cache.code(name, source, self._origin or "<%s>" % name)
+
+    def exec_module(self, module):
+        code = self._cached(module.__name__)
+        if code is None:
             self._original.exec_module(module)
             return
-        filename = module.__spec__.origin or "<%s>" % module.__name__
-        exec(self._cache.code(module.__name__, source, filename), module.__dict__)
+        exec(code, module.__dict__)
 
     def get_source(self, name):
         return self._original.get_source(name)
 
     def get_code(self, name):
         """The code object, for runpy (AnsiballZ runs the module itself with runpy.run_module)."""
-        source = self._original.get_source(name)
-        if source is None:
-            return self._original.get_code(name)
-        return self._cache.code(name, source, self._origin or "<%s>" % name)
+        code = self._cached(name)
+        return self._original.get_code(name) if code is None else code
 
 
 def zip_spec(name, entries):
