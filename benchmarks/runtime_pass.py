@@ -1001,7 +1001,7 @@ def curve(by_hosts, variants):
     base = by_hosts[str(counts[0])]["summary"]
     rows = []
     for count in counts:
-        summary = by_hosts[str(count)]["summary"]
+        summary, ratios = by_hosts[str(count)]["summary"], by_hosts[str(count)]["ratios"]
         for variant in variants:
             for which in PASSES:
                 mine, naive = summary.get("%s/%s" % (variant, which)), summary.get("naive/%s" % which)
@@ -1011,14 +1011,14 @@ def curve(by_hosts, variants):
                 rows.append({"hosts": count, "playbook": variant, "pass": which,
                              "wall_s": mine["wall_s_median"], "naive_wall_s": naive["wall_s_median"],
                              "cpu_s": mine["cpu_s_median"], "naive_cpu_s": naive["cpu_s_median"],
-                             "over_naive": round(mine["wall_s_median"] / naive["wall_s_median"], 2),
+                             "over_naive": ratios["%s/%s" % (variant, which)]["wall"],
                              "over_smallest": round(mine["wall_s_median"] / first["wall_s_median"], 2),
                              "naive_over_smallest": round(
                                  naive["wall_s_median"] / base["naive/%s" % which]["wall_s_median"], 2)})
     return rows
 
 
-def print_curve(rows, variants, rounds):
+def print_curve(rows, rounds):
     smallest = min(row["hosts"] for row in rows)
     log("")
     log("by fleet size (counts interleaved in every round): medians of %d round(s), wall seconds" % rounds)
@@ -1342,7 +1342,7 @@ def main(argv=None):
                                                report["by_hosts"][str(largest)]["ratios"])
         if len(counts) > 1:
             report["curve"] = curve(report["by_hosts"], variants)
-            print_curve(report["curve"], variants, args.rounds)
+            print_curve(report["curve"], args.rounds)
 
         if args.profile_tasks:
             variant = variants[0]
