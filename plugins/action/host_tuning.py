@@ -15,12 +15,20 @@ A worker runs one task and exits, and the objects made meanwhile are freed by re
 counting as usual; the collector is resumed (and the pause forgotten) before the result goes
 back. Otherwise this is the collection's module action (plugins/plugin_utils/module_action.py:
 ansible.builtin.normal, with the pipelined module read by the target's Python in one go).
+
+The ``audit`` option stays on the controller: checked before the module runs, its ``facts`` are
+the module's facts option, and the facts the module returns are judged here, in the same worker,
+right after it (plugins/plugin_utils/tuning_audit.py says why), also when a part failed.
 """
 
 from __future__ import annotations
 
 import gc
 
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import tuning_audit
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.module_action import ModuleAction
 
 
@@ -28,10 +36,26 @@ class ActionModule(ModuleAction):
     _supports_async = False
 
     def run(self, tmp=None, task_vars=None):
+        args = self._task.args
+        audit = tuning_audit.options(args.pop("audit", None), (task_vars or {}).get("inventory_hostname"))
+        if audit is not None:
+            if args.get("facts") is not None:
+                raise AnsibleActionFail("host_tuning: give the node_facts options once, as facts or as audit.facts, not both")
+            args["facts"] = audit.pop("facts")
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return super().run(tmp, task_vars)
+            result = super().run(tmp, task_vars)
+            if audit is not None and isinstance(result.get("facts"), dict):
+                try:
+                    result["audit"] = tuning_audit.judge(result, audit)
+                except AnsibleError as exc:
+                    message = "the audit was not recorded: %s" % to_text(exc)
+                    result.update(failed=True, msg="%s; %s" % (result.get("msg"), message) if result.get("failed") else message)
         finally:
             if was_enabled:
+                # What exists now is set aside for good (gc.freeze) before the collector resumes:
+                # otherwise its first collection walks the whole inherited heap at once.
+                gc.freeze()
                 gc.enable()
+        return result

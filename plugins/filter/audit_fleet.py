@@ -40,8 +40,8 @@ EXAMPLES = r"""
 - name: The fleet's summary
   ansible.builtin.set_fact:
     fleet: >-
-      {{ ansible_play_hosts_all | map('extract', hostvars) | selectattr('audit_result', 'defined')
-         | map(attribute='audit_result') | list | gpufleet.tuning.audit_fleet }}
+      {{ ansible_play_hosts_all | map('extract', hostvars) | selectattr('__host_tuning.audit', 'defined')
+         | map(attribute='__host_tuning.audit') | list | gpufleet.tuning.audit_fleet }}
 """
 
 RETURN = r"""

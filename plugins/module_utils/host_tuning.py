@@ -60,10 +60,26 @@ RESULT_NAMES = ("sysctl_profile", "pcie_maxreadreq", "pcie_acs", "cpu_power", "l
                 "nvidia_peermem", "nvidia_driver_options", "kernel_cmdline")
 PART_OF = dict((name, "lxc_memlock" if name == "lxc_containers" else name) for name in RESULT_NAMES)
 
+# ``audit`` is the controller's (plugins/action/host_tuning.py judges the facts there and never
+# sends it to the node); it is in the spec so that the module's documentation and its spec agree.
+AUDIT_SPEC = dict(
+    facts=dict(type="dict", default={}),
+    path=dict(type="path", required=True),
+    host=dict(type="str"),
+    params=dict(type="dict", default={}),
+    rules_file=dict(type="path"),
+    rules_extra=dict(type="list", elements="dict", default=[]),
+    rules_disabled=dict(type="list", elements="str", default=[]),
+    planned_modules=dict(type="dict"),
+    plan_in_container=dict(type="bool", default=False),
+    mode=dict(type="str", default="0644"),
+)
+
 ARGUMENT_SPEC = dict(
     parts=dict(type="dict", default={}),
     apply=dict(type="list", elements="str"),
     facts=dict(type="dict"),
+    audit=dict(type="dict", options=AUDIT_SPEC),
     state_path=dict(type="path"),
     run_id=dict(type="str"),
 )

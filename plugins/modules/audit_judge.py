@@ -28,10 +28,11 @@ description:
     file where a file goes, is refused with an error naming it before anything is written.
   - Runs in the controller process itself, for whatever host the task is; no module is sent to
     a host. The rules file is parsed once per controller process while it is unchanged.
-  - The result is the audit itself at its top level (what C(audit.json) holds), so
-    registering it as C(audit_result) gives the audit role's variable of that name.
-  - The audit role calls it once per host (C(roles/audit/tasks/judge.yml)); it is not meant to
-    be called by hand with facts from elsewhere, but nothing stops that.
+  - The result is the audit itself at its top level (what C(audit.json) holds).
+  - The audit role judges through M(gpufleet.tuning.host_tuning)'s
+    O(gpufleet.tuning.host_tuning#module:audit) option instead, which runs the same judgement in
+    the tuning call's own task (the audit is then that result's C(audit)); this module judges
+    facts read some other way, a task of its own.
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -94,11 +95,6 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: The audit as the audit role judges it, right after the host role's tuning call
-  ansible.builtin.import_role:
-    name: gpufleet.tuning.audit
-    tasks_from: judge
-
 - name: By hand, from a node_facts result
   gpufleet.tuning.audit_judge:
     host: "{{ inventory_hostname }}"

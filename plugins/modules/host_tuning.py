@@ -71,6 +71,65 @@ options:
       - Read the node's facts first, with M(gpufleet.tuning.node_facts)' options (C(sections),
         C(sysctl_keys), C(serving_unit)), and return them as C(facts). Null, no facts.
     type: dict
+  audit:
+    description:
+      - Read the node's facts (C(facts) here, the options of O(facts)) and judge them on the
+        controller in the same task, as M(gpufleet.tuning.audit_judge) does - the rules, the
+        comparison with the audit already in O(audit.path), C(audit.json) and
+        C(system-improve.md) written there - and return the audit as C(audit). The audit role
+        passes it when the host role tunes in the same play, so a pass costs one task per host
+        for both.
+      - Checked before the module runs; handled by the action plugin on the controller, never
+        sent to the node. Judged also when a part failed (the facts are read before anything is
+        written); the files are written in check mode too (a record on the controller, not a
+        change to the host, and not in C(changed)). A failure to judge or write fails the task.
+      - Not with O(facts) (give the read's options once, here).
+    type: dict
+    suboptions:
+      facts:
+        description: M(gpufleet.tuning.node_facts)' options for the read (as O(facts) takes them).
+        type: dict
+        default: {}
+      path:
+        description: The host's audit folder on the controller, an absolute path (the filter
+          P(gpufleet.tuning.artifact_dir#filter) gives it); made when missing. A symbolic link
+          there is refused before anything is written.
+        type: path
+        required: true
+      host:
+        description: The name recorded as the audit's C(host). Default, the inventory name.
+        type: str
+      params:
+        description: The settings the rules compare with (the audit role passes the host role's).
+        type: dict
+        default: {}
+      rules_file:
+        description: The rules file. Default, the audit role's C(files/rules.yml) of this collection.
+        type: path
+      rules_extra:
+        description: More rules, evaluated after those of O(audit.rules_file).
+        type: list
+        elements: dict
+        default: []
+      rules_disabled:
+        description: Ids of rules not to evaluate.
+        type: list
+        elements: str
+        default: []
+      planned_modules:
+        description:
+          - Phase (C(runtime), C(reboot_required)) to the result names whose plan the audit
+            reports (filter P(gpufleet.tuning.audit_planned_tuning#filter)). Default, every
+            result of the call by phase.
+        type: dict
+      plan_in_container:
+        description: Report the plan also on a node the facts find to be a container.
+        type: bool
+        default: false
+      mode:
+        description: Permission bits of the two files, an octal string.
+        type: str
+        default: "0644"
   state_path:
     description:
       - The node's record of what the collection changed (M(gpufleet.tuning.tuning_state)'s C(path)).
@@ -128,6 +187,22 @@ EXAMPLES = r"""
     facts: {}
     state_path: /var/lib/gpufleet-tuning/state.json
   register: tuned
+
+- name: Tune and judge the node's audit in the same task (the audit role's files on the controller)
+  gpufleet.tuning.host_tuning:
+    parts:
+      sysctl_profile:
+        name: inference
+        settings:
+          vm.swappiness: 10
+    audit:
+      facts:
+        sysctl_keys: [vm.swappiness]
+      path: /srv/gpufleet/artifacts/gpu-node-07
+      params:
+        sysctl:
+          vm.swappiness: 10
+  register: tuned_and_audited
 
 - name: Read the runtime tuning back (what would change is drift)
   gpufleet.tuning.host_tuning:
@@ -206,6 +281,13 @@ failed_part:
 facts:
   description: The node's facts, read before anything was written (M(gpufleet.tuning.node_facts)' C(facts)).
   returned: when O(facts) is given
+  type: dict
+audit:
+  description:
+    - The host's audit (what C(audit.json) holds - C(findings), C(counts), C(planned), C(facts),
+      C(since) and the rest, as M(gpufleet.tuning.audit_judge) returns it), with C(path) and
+      C(files) (what was written).
+  returned: when O(audit) is given and the facts were read
   type: dict
 facts_timings_ms:
   description: How long each facts section took.

@@ -6,7 +6,7 @@ The first tests read the roles' YAML: the modules the audit reports as planned a
 engine's results, the audit alone includes the host role's tuning task in check mode with the
 read-back's care (roles/verify/tasks/readback.yml), and in playbooks/tune.yml it leaves the read
 to the host role's own call (issue 21: one module run per host and pass) and is judged after
-it; nothing but the controller is written. The last ones run the role with ansible-playbook on
+it, in the same call (its audit option); nothing but the controller is written. The last ones run the role with ansible-playbook on
 this machine, with the host role's defaults (everything in check mode), and prove that the
 node's files, sysctls, CPU settings and PCI config space are what they were.
 """
@@ -70,7 +70,9 @@ def test_the_audit_alone_reads_through_the_host_role_s_tuning_task_in_check_mode
     apply = args.get("apply") or {}
     assert apply.get("check_mode") is True, "%s: the read runs in check mode" % task.where
     assert {"audit", "always"} <= set(apply.get("tags") or []), "%s: the included task runs whenever it runs" % task.where
-    assert task.data["vars"] == {"__audit_read_by_host": "{{ __audit_facts_options }}"}, "the read asks for the facts"
+    assert task.data["vars"] == {"__audit_read_by_host": "{{ __audit_judge }}"}, "the read asks for the facts and the judgement"
+    assert AUDIT_VARS["__audit_judge"]["facts"] == "{{ __audit_facts_options }}"
+    assert AUDIT_VARS["__audit_judge"]["path"] == "{{ __audit_host_dir }}"
     main = tasks_of("audit", "main.yml")
     assert [t.data.get("when") for t in main] == ["__audit_read_by_host is none"], (
         "the audit reads alone only when the host role's call does not read for it")
@@ -81,26 +83,30 @@ def test_the_host_role_s_result_is_kept_before_and_put_back_after_the_judgement(
     read = tasks_of("audit", "read.yml")
     saved = [t for t in read if "__audit_saved_tuning" in (t.data.get("ansible.builtin.set_fact") or {})]
     restore = [t for t in read if (t.data.get("ansible.builtin.set_fact") or {}).get("__host_tuning") == "{{ __audit_saved_tuning }}"]
-    judged = [t for t in read if t.data.get("register") == "audit_result"]
-    assert len(saved) == 1 and len(restore) == 1 and len(judged) == 1
-    assert judged[0].module == "audit_judge", "%s: judged by the audit_judge action" % judged[0].where
-    order = [names.index(t.name) for t in (saved[0], includes()[0], judged[0], restore[0])]
-    assert order == sorted(order), "keep, read, judge, put back: %s" % names
+    fleet = [t for t in read if t.name == "Show the audit's findings"]
+    assert len(saved) == 1 and len(restore) == 1 and len(fleet) == 1
+    # The audit is kept under its own name for what reads it later (the serving role's benchmark).
+    assert restore[0].data["ansible.builtin.set_fact"]["audit_result"] == "{{ __host_tuning.audit }}"
+    order = [names.index(t.name) for t in (saved[0], includes()[0], fleet[0], restore[0])]
+    assert order == sorted(order), "keep, read and judge, record the fleet, put back: %s" % names
 
 
-def test_the_tuning_call_reads_for_the_audit_and_the_host_role_judges_it_after():
-    """playbooks/tune.yml: the audit's read is the host role's own call (its facts option), and
-    the audit is judged right after it, in an always section, so a failed tuning still reports."""
+def test_the_tuning_call_reads_for_the_audit_and_judges_it():
+    """playbooks/tune.yml: the audit's read is the host role's own call (its audit option), which
+    judges it in the same task, also when a part failed; the fleet's record is made in an always
+    section, so a failed tuning still reports."""
     task = [t for t in tasks_of("host", "host_tuning.yml") if t.module == "host_tuning"][0]
-    assert task.args["facts"] == "{{ __audit_read_by_host | default(none) }}"
+    assert task.args["audit"] == "{{ __audit_read_by_host | default(none) }}"
+    assert "facts" not in task.args, "the read's options are the audit option's"
+    assert "'audit' not in ansible_skip_tags" in AUDIT_VARS["__audit_with_tuning"], "--skip-tags audit: no judgement"
     assert "gpufleet_audit_in_tuning" in AUDIT_VARS["__audit_with_tuning"]
     assert "host_tuning_apply" in AUDIT_VARS["__audit_with_tuning"], "deferred only when the run applies a part"
     main = audit_cases.load_yaml(os.path.join(ROLES, "host", "tasks", "main.yml"))
     block = [entry for entry in main if "block" in entry][0]
-    [judge] = block["always"]
-    assert judge["ansible.builtin.import_role"] == {"name": "gpufleet.tuning.audit", "tasks_from": "judge"}
-    # The call returns facts only when the audit asked it to read them (its facts option).
-    assert judge["when"] == "(__host_tuning | default({})).facts is defined"
+    [fleet] = block["always"]
+    assert fleet["ansible.builtin.import_role"] == {"name": "gpufleet.tuning.audit", "tasks_from": "fleet"}
+    # The call returns an audit only when the audit role asked for one (its audit option).
+    assert fleet["when"] == "(__host_tuning | default({})).audit is defined"
     for name in ("tune.yml", "rollout.yml"):
         plays = audit_cases.load_yaml(os.path.join(REPO, "playbooks", name))
         assert any("gpufleet_audit_in_tuning" in (play.get("vars") or {}) for play in plays), name
@@ -119,16 +125,19 @@ def test_the_audit_writes_only_on_the_controller_and_notifies_nothing():
                 delegated = block[0].get("delegate_to") if block else None
             assert delegated == "localhost", "%s writes with %s, not on the controller" % (task.where, writer[0])
     modules = set(t.module for t in audit_tasks() if t.module)
-    # artifact_files and audit_judge are actions: they write in the controller process, whatever
-    # the task's host.
-    assert modules == {"artifact_files", "audit_judge"}, "the audit calls no module of the node itself: %s" % sorted(modules)
+    # artifact_files is an action: it writes in the controller process, whatever the task's host
+    # (the judgement is the host_tuning call's audit option, also on the controller).
+    assert modules == {"artifact_files"}, "the audit calls no module of the node itself: %s" % sorted(modules)
 
 
 def test_tune_runs_the_audit_first_in_every_run():
     plays = audit_cases.load_yaml(os.path.join(REPO, "playbooks", "tune.yml"))
     hosts = [p for p in plays if p["hosts"] == "gpu_hosts"][0]
-    first = hosts["tasks"][0]
+    check, first = hosts["tasks"][:2]
+    assert check["gpufleet.tuning.role_arguments"]["roles"] == ["gpufleet.tuning.audit", "gpufleet.tuning.host"]
+    assert check["tags"] == ["always"], "the roles' variables are checked in every run, before anything is read"
     assert first["ansible.builtin.import_role"]["name"] == "gpufleet.tuning.audit"
+    assert first["ansible.builtin.import_role"]["rolespec_validate"] is False, "checked by the first task"
     assert set(first["tags"]) == {"audit", "always"}
     standalone = audit_cases.load_yaml(os.path.join(REPO, "playbooks", "audit.yml"))
     assert [r["role"] for r in standalone[0]["roles"]] == ["gpufleet.tuning.audit"]
@@ -287,6 +296,7 @@ def test_with_the_tuning_the_audit_is_read_by_its_one_call_and_judged_after(audi
     assert "Read the node and plan every tuning part" not in out, "the audit made a call of its own"
     result = json.loads((tmp / "artifacts" / "node1" / "audit.json").read_text())
     assert result["facts"]["kernel"] and sorted(result["planned"]["runtime"]) == sorted(PLANNED["runtime"])
-    assert out.index("Tune the host in one call") < out.index("Judge the node and write its audit")
+    assert "Judge the node" not in out, "judged by the tuning call itself"
+    assert out.index("Tune the host in one call") < out.index("Show the audit's findings")
     changed = sorted(key for key in set(before) | set(after) if before.get(key) != after.get(key))
     assert not changed, "check mode changed %s" % changed

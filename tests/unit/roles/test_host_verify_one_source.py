@@ -70,7 +70,7 @@ PREFIXES = {
 RECORD_KEEPING = ("tuning_state", "tuning_revert")
 # Actions that write the run's records on the controller, in the controller process, as
 # ansible.builtin.copy would: no module of the node, so none of the rules below apply to them.
-CONTROLLER_ACTIONS = ("artifact_files", "audit_judge")
+CONTROLLER_ACTIONS = ("artifact_files", "audit_judge", "role_arguments")
 
 # Module arguments that no role variable of that name sets, and why.
 DERIVED_ARGUMENTS = {

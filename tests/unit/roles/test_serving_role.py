@@ -112,11 +112,14 @@ def test_the_tune_playbook_benchmarks_around_the_tuning():
     def entry(task):
         role = task.get("ansible.builtin.import_role") or task.get("ansible.builtin.include_role")
         return role["name"], (task.get("vars") or {}).get("serving_phase")
-    order = [entry(task) for task in play["tasks"]]
+    # First the roles' variables checked (gpufleet.tuning.role_arguments), then the roles.
+    assert "gpufleet.tuning.role_arguments" in play["tasks"][0]
+    roles = play["tasks"][1:]
+    order = [entry(task) for task in roles]
     assert order == [("gpufleet.tuning.audit", None), ("gpufleet.tuning.serving", "before"),
                      ("gpufleet.tuning.host", None), ("gpufleet.tuning.verify", None),
                      ("gpufleet.tuning.serving", "after")]
-    for task in play["tasks"][1::3]:
+    for task in roles[1::3]:
         # Included, so that without the benchmark it is one skipped task, not every task of the role.
         assert "ansible.builtin.include_role" in task
         assert task["when"] == "gpufleet_benchmark | default(false) | bool"

@@ -96,7 +96,7 @@ def test_a_become_wrapper_around_the_command_keeps_it_working():
     assert out == "__main__ <stdin> 200000 []" and reads < 200
 
 
-CONTROLLER_ACTIONS = {"artifact_files", "audit_judge", "fleet_report"}  # run on the controller, no module run
+CONTROLLER_ACTIONS = {"artifact_files", "audit_judge", "fleet_report", "role_arguments"}  # run on the controller, no module run
 
 
 def test_every_module_run_on_a_target_goes_through_the_module_action():
