@@ -11,7 +11,8 @@ parsed again for every host by a loader that tags every string with where it cam
 facts and the rules copied out of Ansible's lazy containers, and the 40 KB record serialized by
 the JSON encoder for templated data. Here the same functions (filters audit_rules, audit_since
 and audit_report) run on plain data in the controller process of the host's task, the rules
-file is parsed once per process with PyYAML's safe loader, and each host's two files are written
+file is parsed once with PyYAML's safe loader (kept as JSON until it changes,
+plugin_utils/yaml_cache.py), and each host's two files are written
 by its own task, so hosts are judged in parallel with the forks.
 
 The result is the audit itself (what audit.json holds) at the top level, with ``files`` (what
@@ -36,15 +37,11 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.tuning.plugins.action import artifact_files
 from ansible_collections.gpufleet.tuning.plugins.filter import audit_report, audit_rules, audit_since
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import yaml_cache
 
 # A previous audit.json larger than this is taken as damaged (no comparison), not read.
 PREVIOUS_MAX_BYTES = 16 * 1024 * 1024
 _ARGS = ("host", "facts", "plan", "params", "rules_file", "rules_extra", "rules_disabled", "path", "mode")
-
-try:
-    _LOADER = yaml.CSafeLoader
-except AttributeError:  # PyYAML built without libyaml
-    _LOADER = yaml.SafeLoader
 
 # Parsed rules files of this process: path -> ((size, mtime_ns, inode), rules).
 _RULES = {}
@@ -67,8 +64,7 @@ def load_rules_file(path):
     if cached is not None and cached[0] == key:
         return cached[1]
     try:
-        with open(path, "rb") as handle:
-            rules = yaml.load(handle, Loader=_LOADER)  # nosec B506 - a safe loader
+        rules = yaml_cache.load(path)
     except OSError as exc:
         _fail("cannot read the rules file %s: %s" % (path, fileops.describe(exc)))
     except yaml.YAMLError as exc:

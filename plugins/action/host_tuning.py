@@ -49,6 +49,8 @@ class ActionModule(ModuleAction):
             if audit is not None and isinstance(result.get("facts"), dict):
                 try:
                     result["audit"] = tuning_audit.judge(result, audit)
+                    # The facts are the audit's (audit.facts): not twice in the result.
+                    result.pop("facts", None)
                 except AnsibleError as exc:
                     message = "the audit was not recorded: %s" % to_text(exc)
                     result.update(failed=True, msg="%s; %s" % (result.get("msg"), message) if result.get("failed") else message)

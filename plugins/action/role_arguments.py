@@ -11,7 +11,8 @@ read again; on a 2-core controller that was 45 ms of worker CPU per host for the
 24 ms for the audit role, against about 25 ms for both here (README "Speed of a tuning pass",
 benchmarks/runtime_pass.py --profile-tasks). Here the spec is read from the role's file with PyYAML's
 safe loader (cached per process while the file is unchanged), only the role's variables are
-templated, and one task checks both roles a play imports. playbooks/tune.yml imports those
+templated, and one task checks both roles a play imports. The spec file is parsed once and kept as
+JSON until it changes (plugin_utils/yaml_cache.py). playbooks/tune.yml imports those
 roles with rolespec_validate false and runs this first; a playbook that imports them the usual
 way keeps Ansible's own validation of the same spec.
 
@@ -30,10 +31,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-try:
-    _LOADER = yaml.CSafeLoader
-except AttributeError:  # PyYAML built without libyaml
-    _LOADER = yaml.SafeLoader
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import yaml_cache
 
 COLLECTION = "gpufleet.tuning"
 # This file is plugins/action/ of the collection; its roles are roles/ beside plugins/.
@@ -82,8 +80,7 @@ def load_spec(name, entry_point="main"):
         cached = _SPECS.get(path)
         if cached is None or cached[0] != key:
             try:
-                with open(path, "rb") as handle:
-                    specs = (yaml.load(handle, Loader=_LOADER) or {}).get("argument_specs") or {}  # nosec B506 - a safe loader
+                specs = (yaml_cache.load(path) or {}).get("argument_specs") or {}
             except (OSError, yaml.YAMLError, AttributeError) as exc:
                 _fail("cannot read %s: %s" % (path, " ".join(str(exc).split())))
             cached = _SPECS[path] = (key, specs)

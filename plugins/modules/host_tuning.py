@@ -279,7 +279,9 @@ failed_part:
   returned: failure
   type: str
 facts:
-  description: The node's facts, read before anything was written (M(gpufleet.tuning.node_facts)' C(facts)).
+  description:
+    - The node's facts, read before anything was written (M(gpufleet.tuning.node_facts)' C(facts)).
+    - With O(audit), they are the audit's (C(audit.facts)) and not returned here as well.
   returned: when O(facts) is given
   type: dict
 audit:

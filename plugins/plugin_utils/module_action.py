@@ -41,6 +41,11 @@ import shlex
 
 from ansible.plugins.action.normal import ActionModule as NormalAction
 
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import ansiballz_store
+
+# This collection's modules, as the task names them (the packed payload is kept for those only).
+COLLECTION_PREFIX = "gpufleet.tuning."
+
 # Run standard input as the program, read whole: what `python -` does, in one read.
 ONE_READ_PROGRAM = 'import sys;__file__="<stdin>";exec(compile(sys.stdin.buffer.read(),__file__,"exec"))'
 # The same, the first %(size)d bytes of standard input run first as the boot prelude, in a namespace
@@ -106,7 +111,18 @@ def one_read_command(cmd, interpreter, shell_family, prelude_size=0):
 
 
 class ModuleAction(NormalAction):
-    """ansible.builtin.normal with the pipelined module read in one go (module docstring)."""
+    """ansible.builtin.normal with the pipelined module read in one go (module docstring), and
+    this collection's packed modules kept from one run to the next (plugin_utils/ansiballz_store.py)."""
+
+    def _configure_module(self, module_name, module_args, task_vars):
+        fqn = None
+        if isinstance(module_name, str) and module_name.startswith(COLLECTION_PREFIX) and ansiballz_store.wanted(task_vars):
+            fqn = ansiballz_store.MODULE_PREFIX + module_name[len(COLLECTION_PREFIX):]
+        restored = fqn is not None and ansiballz_store.restore(fqn)
+        built = super()._configure_module(module_name, module_args, task_vars)
+        if fqn is not None and not restored:
+            ansiballz_store.keep(fqn)
+        return built
 
     def _low_level_execute_command(self, cmd, sudoable=True, in_data=None, *args, **kwargs):
         if in_data is not None:
