@@ -16,7 +16,9 @@ its size, modification time and inode, and the ansible-core and Python versions.
 puts the copy back into its own cache folder before Ansible looks there, and only when the
 versions are the same and every file of the manifest is unchanged (a file the payload holds but
 the controller has not, such as a namespace package's __init__.py that Ansible writes itself,
-must still be absent). A module_utils file that starts importing another one has changed, so a
+must still be absent). A payload is kept only when each of its files holds exactly the bytes of
+the controller file the manifest names (so a module_utils file found somewhere else, such as a
+configured module_utils folder, keeps nothing). A module_utils file that starts importing another one has changed, so a
 new import is always seen. Anything unexpected (a payload entry that is neither ansible-core's
 nor this collection's, a cache layout this code does not know) keeps nothing, and Ansible packs
 as it always does.
@@ -69,16 +71,32 @@ def source_path(name):
     return None
 
 
-def manifest(zip_names):
-    """The manifest of a payload holding ``zip_names``: each entry's controller file and its
-    stat (None: not on the controller); None when an entry is neither ansible-core's nor this
-    collection's."""
+# Written by Ansible itself, not copied from the controller's file (they follow the ansible-core
+# version, which the kept entry is keyed by).
+ANSIBLE_WRITTEN = frozenset(("ansible/__init__.py", "ansible/module_utils/__init__.py"))
+
+
+def manifest(payload):
+    """The manifest of ``payload`` (the packed module's zipfile.ZipFile): each entry's controller
+    file and its stat (None: not on the controller). None, keep nothing, unless every entry is
+    ansible-core's or this collection's and holds exactly its controller file's bytes, or is one
+    of the package __init__.py files Ansible writes itself (empty where the controller has none)."""
     files = {}
-    for name in zip_names:
+    for name in payload.namelist():
         path = source_path(name)
         if path is None:
             return None
-        files[os.path.normpath(path)] = controller_cache.stat_key(path)
+        key = controller_cache.stat_key(path)
+        if name not in ANSIBLE_WRITTEN:
+            data = payload.read(name)
+            if key is None:
+                if not name.endswith("/__init__.py") or data.strip():
+                    return None
+            else:
+                with open(path, "rb") as handle:
+                    if handle.read() != data:
+                        return None
+        files[os.path.normpath(path)] = key
     return files
 
 
@@ -119,13 +137,13 @@ def restore(module_fqn):
         return False
 
 
-def _zip_names(cache_file):
-    """The entries of the payload in Ansible's cache file (a pickled module_common._CachedModule)."""
+def _payload(cache_file):
+    """The packed module in Ansible's cache file (a pickled module_common._CachedModule), as a
+    zipfile.ZipFile."""
     from ansible.executor import module_common  # pylint: disable=import-outside-toplevel
 
     cached = module_common._CachedModule.load(cache_file)  # pylint: disable=protected-access
-    with zipfile.ZipFile(io.BytesIO(base64.b64decode(cached.zip_data))) as payload:
-        return payload.namelist()
+    return zipfile.ZipFile(io.BytesIO(base64.b64decode(cached.zip_data)))
 
 
 def keep(module_fqn):
@@ -148,7 +166,8 @@ def keep(module_fqn):
                     meta = json.load(handle)
                 if meta.get("versions") == _versions() and meta.get("cache_file") == names[0] and _unchanged(meta.get("files") or {}):
                     return True
-            files = manifest(_zip_names(cache_file))
+            with _payload(cache_file) as payload:
+                files = manifest(payload)
             if files is None:
                 return False
             with open(cache_file, "rb") as handle:

@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 from ansible import constants as C
 
 FOLDER_NAME = "gpufleet-tuning-cache"
+# Entries not written for this long are removed when another is written (a checkout that is
+# gone leaves its entries behind; one in use is written again when it changes, and at worst
+# rebuilt once after this long).
+MAX_AGE_S = 30 * 24 * 3600
 
 
 def folder():
@@ -47,8 +52,26 @@ def ready():
     return path if trusted(path, True) else None
 
 
+def prune(now=None):
+    """Remove this folder's entries not written for MAX_AGE_S; errors are ignored."""
+    now = time.time() if now is None else now
+    path = folder()
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return
+    for name in names:
+        entry = os.path.join(path, name)
+        try:
+            if not name.startswith(".") and now - os.lstat(entry).st_mtime > MAX_AGE_S:
+                os.unlink(entry)
+        except OSError:
+            pass
+
+
 def write(path, data):
-    """``data`` (bytes) into ``path`` whole, mode 0600: a temporary file beside it, then renamed."""
+    """``data`` (bytes) into ``path`` whole, mode 0600 (a temporary file beside it, then renamed),
+    and the folder's stale entries removed (prune)."""
     temp = "%s.%d.part" % (path, os.getpid())
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -61,6 +84,8 @@ def write(path, data):
         except OSError:
             pass
         raise
+    if os.path.dirname(path) == folder():
+        prune()
 
 
 def stat_key(path):

@@ -37,12 +37,15 @@ def run_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
-def write_run_cache(names):
-    """Ansible's cache file for FQN in this run's cache, its payload holding ``names``."""
+def write_run_cache(names, changed=()):
+    """Ansible's cache file for FQN in this run's cache, its payload holding ``names``: each the
+    bytes of its controller file (empty where there is none), ``changed`` ones other bytes."""
     data = io.BytesIO()
     with zipfile.ZipFile(data, "w") as payload:
         for name in names:
-            payload.writestr(name, "# %s\n" % name)
+            path = ansiballz_store.source_path(name)
+            content = open(path, "rb").read() if path and os.path.exists(path) else b""
+            payload.writestr(name, b"# not the controller's\n" if name in changed else content)
     folder = ansiballz_store.run_cache_dir()
     os.makedirs(folder, exist_ok=True)
     cached = module_common._CachedModule(zip_data=base64.b64encode(data.getvalue()), metadata=None, source_mapping={})
@@ -51,7 +54,7 @@ def write_run_cache(names):
     return path
 
 
-NAMES = ["ansible/module_utils/basic.py", "ansible_collections/__init__.py",
+NAMES = ["ansible/__init__.py", "ansible/module_utils/basic.py", "ansible_collections/__init__.py",
          "ansible_collections/gpufleet/tuning/plugins/__init__.py",
          "ansible_collections/gpufleet/tuning/plugins/module_utils/x.py",
          "ansible_collections/gpufleet/tuning/plugins/modules/memlock_info.py"]
@@ -112,6 +115,17 @@ def test_a_folder_or_file_others_could_write_is_never_used(run_tmp):
     os.chmod(str(run_tmp / "tmp" / "gpufleet-tuning-cache"), 0o777)
     assert not ansiballz_store.restore(FQN)
     assert not ansiballz_store.keep(FQN)
+
+
+@pytest.mark.parametrize("changed", ["ansible_collections/gpufleet/tuning/plugins/module_utils/x.py",
+                                     "ansible/module_utils/basic.py",
+                                     "ansible_collections/gpufleet/tuning/plugins/__init__.py"])
+def test_a_payload_that_is_not_the_controller_s_files_is_not_kept(run_tmp, changed):
+    """A module_utils file packed from elsewhere (a configured module_utils folder, say), or an
+    __init__.py Ansible wrote with content: the manifest could not tell when it changes."""
+    write_run_cache(NAMES, changed=[changed])
+    assert not ansiballz_store.keep(FQN)
+    assert not os.path.exists(str(run_tmp / "tmp" / "gpufleet-tuning-cache" / ("ansiballz-" + FQN + ".json")))
 
 
 def test_a_payload_with_files_of_another_collection_is_not_kept(run_tmp):

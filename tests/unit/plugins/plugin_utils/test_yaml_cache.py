@@ -69,3 +69,16 @@ def test_a_broken_file_fails_as_pyyaml_does(local_tmp):
         yaml_cache.load(str(source))
     with pytest.raises(OSError):
         yaml_cache.load(str(local_tmp / "missing.yml"))
+
+
+def test_entries_not_written_for_30_days_are_removed_when_another_is_written(local_tmp):
+    old = local_tmp / "old.yml"
+    old.write_text("a: 1\n")
+    yaml_cache.load(str(old))
+    stale = kept(old)
+    month = 31 * 24 * 3600
+    os.utime(stale, (os.stat(stale).st_atime - month, os.stat(stale).st_mtime - month))
+    fresh = local_tmp / "new.yml"
+    fresh.write_text("b: 2\n")
+    yaml_cache.load(str(fresh))
+    assert not os.path.exists(stale) and os.path.exists(kept(fresh))
