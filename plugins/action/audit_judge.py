@@ -120,6 +120,18 @@ def render(audit):
             "system-improve.md": audit_report.audit_report(audit)}
 
 
+def judge_and_write(host, facts, plan, params, rules_file, extra, disabled, folder, mode, check_mode):
+    """The host's audit (judge(), compared with the audit.json already in ``folder``) and its two
+    files written there (``mode``: an int; nothing written in ``check_mode``): the audit with
+    ``path`` and ``files`` (what was written or is due), and whether a write was due."""
+    rules = load_rules_file(rules_file)
+    previous = previous_text(os.path.join(folder, "audit.json")) if isinstance(folder, str) and folder else ""
+    audit = judge(host, facts, plan, params, rules, extra=extra, disabled=disabled, previous=previous)
+    written = artifact_files.write(folder, render(audit), mode, 0o755, check_mode)
+    audit.update(path=folder, files=written["files"])
+    return audit, written["changed"]
+
+
 class ActionModule(ActionBase):
     """gpufleet.tuning.audit_judge: documented in plugins/modules/audit_judge.py."""
 
@@ -130,13 +142,10 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        folder = args.get("path")
         mode = artifact_files._mode(args.get("mode", "0644"), "mode")
-        rules = load_rules_file(args.get("rules_file"))
-        previous = previous_text(os.path.join(folder, "audit.json")) if isinstance(folder, str) and folder else ""
-        audit = judge(args.get("host"), args.get("facts"), args.get("plan"), args.get("params"), rules,
-                      extra=args.get("rules_extra"), disabled=args.get("rules_disabled"), previous=previous)
-        written = artifact_files.write(folder, render(audit), mode, 0o755, self._task.check_mode)
+        audit, changed = judge_and_write(args.get("host"), args.get("facts"), args.get("plan"), args.get("params"),
+                                         args.get("rules_file"), args.get("rules_extra"), args.get("rules_disabled"),
+                                         args.get("path"), mode, self._task.check_mode)
         result.update(audit)
-        result.update(changed=written["changed"], path=folder, files=written["files"])
+        result.update(changed=changed)
         return result

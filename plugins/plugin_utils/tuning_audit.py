@@ -71,11 +71,7 @@ def judge(result, audit):
     controller, not a change to the host): what audit.json holds, with ``path`` and ``files``
     (what was written). Raises AnsibleActionFail."""
     plan = audit_planned_tuning(result, audit["planned_modules"], audit["plan_in_container"])
-    folder = audit["path"]
-    previous = audit_judge.previous_text(os.path.join(folder, "audit.json"))
-    rules = audit_judge.load_rules_file(audit["rules_file"])
-    judged = audit_judge.judge(audit["host"], result.get("facts"), plan, audit["params"], rules,
-                               extra=audit["rules_extra"], disabled=audit["rules_disabled"], previous=previous)
-    written = artifact_files.write(folder, audit_judge.render(judged), audit["mode"], 0o755, False)
-    judged.update(path=folder, files=written["files"])
+    judged, _changed = audit_judge.judge_and_write(audit["host"], result.get("facts"), plan, audit["params"],
+                                                   audit["rules_file"], audit["rules_extra"], audit["rules_disabled"],
+                                                   audit["path"], audit["mode"], False)
     return judged

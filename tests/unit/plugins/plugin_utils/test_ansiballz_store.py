@@ -8,7 +8,6 @@ import base64
 import io
 import json
 import os
-import sys
 import zipfile
 
 import pytest
@@ -17,6 +16,8 @@ from ansible.executor import module_common
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import ansiballz_store
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import result_of, run_playbook
+# A play of one collection module (memlock_info) on this machine, as the module action's tests run it.
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.plugin_utils.test_module_action import INVENTORY, PLAY
 
 FQN = "ansible_collections.gpufleet.tuning.plugins.modules.memlock_info"
 CACHE_NAME = FQN + "-ZIP_DEFLATED-none"
@@ -138,20 +139,6 @@ def test_a_payload_with_files_of_another_collection_is_not_kept(run_tmp):
                                            ("no", False), ("0", False)])
 def test_the_switch(value, wanted):
     assert ansiballz_store.wanted({} if value is None else {"gpufleet_ansiballz_store": value}) is wanted
-
-
-PLAY = """
-- hosts: node-a
-  gather_facts: false
-  tasks:
-    - name: Read this machine's locked-memory limits
-      gpufleet.tuning.memlock_info: {}
-      register: info
-    - name: Show
-      ansible.builtin.debug:
-        msg: "RESULT {{ info | to_json }}"
-"""
-INVENTORY = {"all": {"hosts": {"node-a": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}
 
 
 def test_a_second_run_uses_the_payload_the_first_kept(tmp_path):
