@@ -13,8 +13,10 @@ benchmarks/runtime_pass.py --profile-tasks). Here the spec is read from the role
 safe loader (cached per process while the file is unchanged), only the role's variables are
 templated, and one task checks both roles a play imports. The spec file is parsed once and kept as
 JSON until it changes (plugin_utils/yaml_cache.py). playbooks/tune.yml imports those
-roles with rolespec_validate false and runs this first; a playbook that imports them the usual
-way keeps Ansible's own validation of the same spec.
+roles with rolespec_validate false and has the host role's tuning call make this check
+(gpufleet.tuning.host_tuning's role_arguments option, with errors() and failure() here) before it
+reads or changes anything; a playbook that imports them the usual way keeps Ansible's own
+validation of the same spec.
 
 The check is the one Ansible makes (ansible.module_utils.common.arg_spec.ArgumentSpecValidator
 on the variables the spec names, templated), and a failure says the same: "Validation of
@@ -97,6 +99,28 @@ def check(spec, values):
     return ArgumentSpecValidator(spec).validate(values).error_messages
 
 
+def errors(templar, task_vars, roles, entry_point="main"):
+    """Every error of the variables of ``roles`` (names of this collection's roles) against their
+    ``entry_point``'s spec, each naming its role: the variables each spec names, templated with
+    ``templar`` from ``task_vars``. Raises AnsibleActionFail for a bad role or entry point."""
+    if not isinstance(roles, list) or not roles:
+        _fail("roles must be a list of role names, got %r" % (roles,))
+    if not isinstance(entry_point, str) or not entry_point:
+        _fail("entry_point must be a name, got %r" % (entry_point,))
+    task_vars = task_vars or {}
+    found = []
+    for name in roles:
+        spec = load_spec(name, entry_point)
+        values = templar.template(dict((option, task_vars[option]) for option in spec if option in task_vars))
+        found.extend("%s: %s" % (name, message) for message in check(spec, values))
+    return found
+
+
+def failure(found):
+    """The failed result for the errors ``found``: Ansible's own wording, one line per error."""
+    return dict(failed=True, argument_errors=found, msg="Validation of arguments failed:\n%s" % "\n".join(found))
+
+
 class ActionModule(ActionBase):
     """gpufleet.tuning.role_arguments: documented in plugins/modules/role_arguments.py."""
 
@@ -106,21 +130,10 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        task_vars = task_vars or {}
         roles = self._task.args.get("roles")
-        entry_point = self._task.args.get("entry_point", "main")
-        if not isinstance(roles, list) or not roles:
-            _fail("roles must be a list of role names, got %r" % (roles,))
-        if not isinstance(entry_point, str) or not entry_point:
-            _fail("entry_point must be a name, got %r" % (entry_point,))
-        errors = []
-        for name in roles:
-            spec = load_spec(name, entry_point)
-            values = self._templar.template(dict((option, task_vars[option]) for option in spec if option in task_vars))
-            errors.extend("%s: %s" % (name, message) for message in check(spec, values))
-        if errors:
-            result.update(failed=True, argument_errors=errors,
-                          msg="Validation of arguments failed:\n%s" % "\n".join(errors))
+        found = errors(self._templar, task_vars, roles, self._task.args.get("entry_point", "main"))
+        if found:
+            result.update(failure(found))
             return result
         result.update(changed=False, roles=list(roles), msg="The roles' variables match their argument specs")
         return result

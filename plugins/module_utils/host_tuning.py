@@ -80,6 +80,7 @@ ARGUMENT_SPEC = dict(
     apply=dict(type="list", elements="str"),
     facts=dict(type="dict"),
     audit=dict(type="dict", options=AUDIT_SPEC),
+    role_arguments=dict(type="list", elements="str"),
     state_path=dict(type="path"),
     run_id=dict(type="str"),
 )

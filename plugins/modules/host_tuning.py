@@ -130,6 +130,18 @@ options:
         description: Permission bits of the two files, an octal string.
         type: str
         default: "0644"
+  role_arguments:
+    description:
+      - Roles of this collection (V(gpufleet.tuning.host), V(gpufleet.tuning.audit)) whose
+        variables are checked against their C(main) argument spec before anything else is done, as
+        M(gpufleet.tuning.role_arguments) checks them (the same validator as Ansible's own role
+        validation, one error line per bad value, each naming its role). A bad value fails the host
+        before the node is read or written. Null or empty, no check.
+      - Handled by the action plugin on the controller, never sent to the node. C(playbooks/tune.yml)
+        passes the two roles it imports with C(rolespec_validate=false), so the check costs no task
+        of its own.
+    type: list
+    elements: str
   state_path:
     description:
       - The node's record of what the collection changed (M(gpufleet.tuning.tuning_state)'s C(path)).
@@ -291,6 +303,12 @@ audit:
       C(files) (what was written).
   returned: when O(audit) is given and the facts were read
   type: dict
+argument_errors:
+  description: The errors O(role_arguments) found, one per bad value, each naming its role
+    (nothing was read or written).
+  returned: when a variable of O(role_arguments) failed its check
+  type: list
+  elements: str
 facts_timings_ms:
   description: How long each facts section took.
   returned: when O(facts) is given

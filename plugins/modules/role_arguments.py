@@ -20,11 +20,13 @@ description:
     does (C(ansible.module_utils.common.arg_spec.ArgumentSpecValidator)).
   - Fails with C(Validation of arguments failed:) and one line per error, each naming its role;
     nothing is read from or written to the host.
-  - Meant for playbooks that import the roles with C(rolespec_validate=false), as this
-    collection's C(playbooks/tune.yml) does - Ansible's validation is then left out, and one task
-    per host checks every role of the play. It costs a fraction of Ansible's validation task
-    (which carries the whole spec, descriptions included, as its arguments; see the collection's
-    README, "Speed of a tuning pass").
+  - Meant for playbooks that import the roles with C(rolespec_validate=false) - Ansible's
+    validation is then left out, and one task per host checks every role of the play. It costs a
+    fraction of Ansible's validation task (which carries the whole spec, descriptions included,
+    as its arguments; see the collection's README, "Speed of a tuning pass").
+    C(playbooks/tune.yml) goes one step further and has the host role's tuning call make the
+    same check (the C(role_arguments) option of M(gpufleet.tuning.host_tuning)), which saves the
+    task.
   - Runs in the controller process for whatever host the task is; each spec file is parsed once
     per process while it is unchanged.
 author:

@@ -102,3 +102,53 @@ def test_a_bad_value_fails_naming_the_role_and_the_variable_and_nothing_runs_aft
 def test_bad_arguments_are_named(tmp_path):
     rc, out = run_playbook(tmp_path, INVENTORY, PLAY % "gpufleet.tuning.host")
     assert rc != 0 and "roles must be a list of role names" in out, out
+
+
+# The same check made by gpufleet.tuning.host_tuning's role_arguments option (playbooks/tune.yml):
+# before the module is packed or sent, so a bad value leaves the node unread and unchanged.
+TUNING_PLAY = """
+- hosts: node-a
+  gather_facts: false
+  tasks:
+    - name: Tune with the roles' variables checked first
+      gpufleet.tuning.host_tuning:
+        parts: {}
+        role_arguments: %s
+      check_mode: true
+      register: tuned
+      ignore_errors: true
+    - name: Show
+      ansible.builtin.debug:
+        msg: "TUNED failed={{ tuned.failed | default(false) }} errors={{ tuned.argument_errors | default([]) | length }} ran={{ tuned.plan is defined }}"
+    - name: Audit, without Ansible's own validation
+      ansible.builtin.import_role:
+        name: gpufleet.tuning.audit
+        rolespec_validate: false
+      when: false
+    - name: Tune, without Ansible's own validation
+      ansible.builtin.import_role:
+        name: gpufleet.tuning.host
+        rolespec_validate: false
+      when: false
+"""
+
+
+def test_the_tuning_call_checks_the_roles_variables_before_it_sends_the_module(tmp_path):
+    roles = "[gpufleet.tuning.audit, gpufleet.tuning.host]"
+    rc, out = run_playbook(tmp_path, INVENTORY, TUNING_PLAY % roles, ["-vvv", "-e", "host_pcie_size=1000"])
+    assert rc == 0, out
+    assert "Validation of arguments failed:" in out
+    assert "gpufleet.tuning.host: value of host_pcie_size must be one of" in out and "got: 1000" in out
+    assert "TUNED failed=True errors=1 ran=False" in out, out
+    assert "AnsiballZ" not in out and "EXEC" not in out, "the module was not sent"
+    rc, out = run_playbook(tmp_path, INVENTORY, TUNING_PLAY % roles, ["-e", "host_pcie_size=2048"])
+    assert rc == 0 and "TUNED failed=False errors=0 ran=True" in out, out
+
+
+@pytest.mark.parametrize("value, words", [
+    ("gpufleet.tuning.host", "role_arguments must be a list of role names"),
+    ("[gpufleet.tuning.nope]", "'gpufleet.tuning.nope' is not a role of gpufleet.tuning"),
+])
+def test_the_tuning_call_names_a_bad_role_list(tmp_path, value, words):
+    rc, out = run_playbook(tmp_path, INVENTORY, TUNING_PLAY % value)
+    assert rc == 0 and words in out and "TUNED failed=True" in out, out
