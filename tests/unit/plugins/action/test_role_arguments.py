@@ -14,17 +14,8 @@ from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 INVENTORY = {"all": {"hosts": {"node-a": {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}}}}
 
-PLAY = """
-- hosts: node-a
-  gather_facts: false
-  tasks:
-    - name: Check
-      gpufleet.tuning.role_arguments:
-        roles: %s
-    - name: After
-      ansible.builtin.debug:
-        msg: AFTER THE CHECK
-    # Imported (never run): their defaults are the play's, as in playbooks/tune.yml.
+# Imported (never run) at the end of each play: their defaults are the play's, as in playbooks/tune.yml.
+ROLE_IMPORTS = """
     - name: Audit, without Ansible's own validation
       ansible.builtin.import_role:
         name: gpufleet.tuning.audit
@@ -36,6 +27,18 @@ PLAY = """
         rolespec_validate: false
       when: false
 """
+
+PLAY = """
+- hosts: node-a
+  gather_facts: false
+  tasks:
+    - name: Check
+      gpufleet.tuning.role_arguments:
+        roles: %s
+    - name: After
+      ansible.builtin.debug:
+        msg: AFTER THE CHECK
+""" + ROLE_IMPORTS
 
 
 def spec_file(role):
@@ -120,17 +123,7 @@ TUNING_PLAY = """
     - name: Show
       ansible.builtin.debug:
         msg: "TUNED failed={{ tuned.failed | default(false) }} errors={{ tuned.argument_errors | default([]) | length }} ran={{ tuned.plan is defined }}"
-    - name: Audit, without Ansible's own validation
-      ansible.builtin.import_role:
-        name: gpufleet.tuning.audit
-        rolespec_validate: false
-      when: false
-    - name: Tune, without Ansible's own validation
-      ansible.builtin.import_role:
-        name: gpufleet.tuning.host
-        rolespec_validate: false
-      when: false
-"""
+""" + ROLE_IMPORTS
 
 
 def test_the_tuning_call_checks_the_roles_variables_before_it_sends_the_module(tmp_path):
