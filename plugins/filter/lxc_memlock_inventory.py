@@ -68,9 +68,9 @@ def lxc_memlock_inventory(guests, hostvars, host, limit):
     found = []
     for guest in guests or []:
         guest_vars = hostvars[guest]
-        if (guest_vars["gpufleet_lxc_host"] if "gpufleet_lxc_host" in guest_vars else "") != host:
+        if guest_vars.get("gpufleet_lxc_host", "") != host:
             continue
-        wanted = guest_vars["gpufleet_lxc_memlock_limit"] if "gpufleet_lxc_memlock_limit" in guest_vars else limit
+        wanted = guest_vars.get("gpufleet_lxc_memlock_limit", limit)
         if "gpufleet_lxc_vmid" in guest_vars:
             # As Jinja's int filter converts (0 for what is not a number), the loop's behaviour.
             found.append({"guest": guest, "vmid": do_int(guest_vars["gpufleet_lxc_vmid"]), "limit": wanted})
