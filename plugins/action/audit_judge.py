@@ -37,7 +37,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.tuning.plugins.action import artifact_files
 from ansible_collections.gpufleet.tuning.plugins.filter import audit_report, audit_rules, audit_since
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
-from ansible_collections.gpufleet.tuning.plugins.plugin_utils import yaml_cache
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import rules_cache, yaml_cache
 
 # A previous audit.json larger than this is taken as damaged (no comparison), not read.
 PREVIOUS_MAX_BYTES = 16 * 1024 * 1024
@@ -90,9 +90,11 @@ def previous_text(path):
         return ""
 
 
-def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous="", now=None):
+def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous="", now=None, rules_file=None):
     """The host's audit: the rules' verdicts on ``facts``, with the host, the time, the plan, the
-    facts and the comparison with ``previous`` (the audit.json text this one replaces)."""
+    facts and the comparison with ``previous`` (the audit.json text this one replaces). Given the
+    file ``rules`` was read from (``rules_file``), the rules are loaded through the controller's
+    copy (plugin_utils/rules_cache.py)."""
     if not isinstance(host, str) or not host:
         _fail("host must be the inventory name, got %r" % (host,))
     if not isinstance(facts, dict):
@@ -105,7 +107,10 @@ def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous=
             _fail("%s must be a list, got %s" % (name, artifact_files._kind(value)))
     facts, plan, params = audit_rules.plain(facts), audit_rules.plain(plan or {}), audit_rules.plain(params or {})
     try:
-        audit = audit_rules.audit_rules(facts, rules, extra=extra, disabled=disabled, params=params, plan=plan)
+        if rules_file is None:
+            audit = audit_rules.audit_rules(facts, rules, extra=extra, disabled=disabled, params=params, plan=plan)
+        else:
+            audit = audit_rules.evaluate_loaded(facts, rules_cache.load(rules_file, rules, extra, disabled), params, plan)
     except AnsibleError as exc:
         _fail(to_text(exc))
     now = now or datetime.datetime.now(datetime.timezone.utc)
@@ -126,7 +131,7 @@ def judge_and_write(host, facts, plan, params, rules_file, extra, disabled, fold
     ``path`` and ``files`` (what was written or is due), and whether a write was due."""
     rules = load_rules_file(rules_file)
     previous = previous_text(os.path.join(folder, "audit.json")) if isinstance(folder, str) and folder else ""
-    audit = judge(host, facts, plan, params, rules, extra=extra, disabled=disabled, previous=previous)
+    audit = judge(host, facts, plan, params, rules, extra=extra, disabled=disabled, previous=previous, rules_file=rules_file)
     written = artifact_files.write(folder, render(audit), mode, 0o755, check_mode)
     audit.update(path=folder, files=written["files"])
     return audit, written["changed"]

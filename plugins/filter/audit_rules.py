@@ -794,9 +794,15 @@ def audit_rules(facts, rules, extra=None, disabled=None, params=None, plan=None)
     if not isinstance(facts, Mapping):
         raise AnsibleFilterError("audit_rules expects the facts of gpufleet.tuning.node_facts (a dict), got %s"
                                  % type(facts).__name__)
-    loaded, summary = load_rules(plain(rules), plain(extra), plain(disabled))
-    result = evaluate(plain(facts), loaded, plain(params), plain(plan))
-    result["rules"] = summary
+    return evaluate_loaded(facts, load_rules(plain(rules), plain(extra), plain(disabled)), params, plan)
+
+
+def evaluate_loaded(facts, loaded, params=None, plan=None):
+    """audit_rules' result for rules already loaded (``loaded``: what load_rules returns), as the
+    controller's judgement keeps them (plugin_utils/rules_cache.py)."""
+    rules, summary = loaded
+    result = evaluate(plain(facts), rules, plain(params), plain(plan))
+    result["rules"] = dict((name, list(value)) for name, value in summary.items())
     return result
 
 
