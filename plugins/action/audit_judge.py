@@ -52,7 +52,8 @@ def _fail(message):
 
 
 def load_rules_file(path):
-    """The rules file ``path`` (YAML), parsed once per process while the file is unchanged."""
+    """The rules file ``path`` (YAML), parsed once per process while the file is unchanged
+    (rules_read(path) is its stat key when it was parsed)."""
     if not isinstance(path, str) or not os.path.isabs(path):
         _fail("rules_file must be an absolute path, got %r" % (path,))
     try:
@@ -71,6 +72,13 @@ def load_rules_file(path):
         _fail("the rules file %s is not YAML: %s" % (path, " ".join(str(exc).split())))
     _RULES[path] = (key, rules)
     return rules
+
+
+def rules_read(path):
+    """The stat key of the rules file ``path`` when load_rules_file parsed it, in
+    controller_cache.stat_key's shape; None when this process has not parsed it."""
+    cached = _RULES.get(path)
+    return list(cached[0]) if cached is not None else None
 
 
 def previous_text(path):
@@ -93,8 +101,8 @@ def previous_text(path):
 def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous="", now=None, rules_file=None):
     """The host's audit: the rules' verdicts on ``facts``, with the host, the time, the plan, the
     facts and the comparison with ``previous`` (the audit.json text this one replaces). Given the
-    file ``rules`` was read from (``rules_file``), the rules are loaded through the controller's
-    copy (plugin_utils/rules_cache.py)."""
+    file load_rules_file read ``rules`` from (``rules_file``), the rules are loaded through the
+    controller's copy (plugin_utils/rules_cache.py)."""
     if not isinstance(host, str) or not host:
         _fail("host must be the inventory name, got %r" % (host,))
     if not isinstance(facts, dict):
@@ -110,7 +118,8 @@ def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous=
         if rules_file is None:
             audit = audit_rules.audit_rules(facts, rules, extra=extra, disabled=disabled, params=params, plan=plan)
         else:
-            audit = audit_rules.evaluate_loaded(facts, rules_cache.load(rules_file, rules, extra, disabled), params, plan)
+            loaded = rules_cache.load(rules_file, rules_read(rules_file), rules, extra, disabled)
+            audit = audit_rules.evaluate_loaded(facts, loaded, params, plan)
     except AnsibleError as exc:
         _fail(to_text(exc))
     now = now or datetime.datetime.now(datetime.timezone.utc)

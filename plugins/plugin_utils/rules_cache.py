@@ -10,7 +10,8 @@ expressions (filter audit_rules' load_rules): about 5 ms of controller CPU per h
 machine, against about 1 ms to unpickle the result (README "Speed of a tuning pass").
 
 The rules kept are exactly what load_rules returns for the same input. The key names the rules
-file (its path, size, modification time and inode), the extra and disabled rules (as JSON), the
+file (its path, and its size, modification time and inode when its content was parsed, so an
+edit made after the parse is never kept under the new file's name), the extra and disabled rules (as JSON), the
 files of the code whose objects are kept (filter audit_rules, jmespath's parser) and the
 Python version; an entry whose key differs is never used. Rules that JSON cannot state the same
 (a key the key could not name) are loaded as before and not kept. The entries sit in the
@@ -35,14 +36,16 @@ except ImportError:  # audit_rules says it is needed, when the rules are loaded
     _jmespath_parser = None
 
 
-def key(path, extra, disabled):
-    """The text that names these rules as loaded by this code; None when it cannot be named."""
+def key(path, read, extra, disabled):
+    """The text that names these rules as loaded by this code: the rules file ``path`` as it was
+    when its content was parsed (``read``: its stat key then, controller_cache.stat_key's shape),
+    ``extra`` and ``disabled``; None when it cannot be named."""
     code = [audit_rules.__file__] + ([_jmespath_parser.__file__] if _jmespath_parser is not None else [])
-    stats = [controller_cache.stat_key(name) for name in [path] + code]
-    if None in stats:
+    stats = [controller_cache.stat_key(name) for name in code]
+    if read is None or None in stats:
         return None
     try:
-        return json.dumps({"rules": [os.path.abspath(path), stats[0]], "code": list(zip(code, stats[1:])),
+        return json.dumps({"rules": [os.path.abspath(path), list(read)], "code": list(zip(code, stats)),
                            "python": sys.version, "extra": audit_rules.plain(extra),
                            "disabled": audit_rules.plain(disabled)}, sort_keys=True)
     except (TypeError, ValueError):
@@ -53,11 +56,11 @@ def _entry(name):
     return os.path.join(controller_cache.folder(), "rules-%s.pickle" % hashlib.sha256(name.encode("utf-8")).hexdigest()[:32])
 
 
-def load(path, rules, extra=None, disabled=None):
-    """load_rules' (rules, summary) for ``rules``, the parsed content of the rules file
-    ``path``, with ``extra`` and ``disabled``: the kept copy while its key holds, else loaded
-    (AnsibleFilterError as load_rules raises it) and kept."""
-    name = key(path, extra, disabled)
+def load(path, read, rules, extra=None, disabled=None):
+    """load_rules' (rules, summary) for ``rules``, the content of the rules file ``path`` parsed
+    while its stat key was ``read``, with ``extra`` and ``disabled``: the kept copy while its key
+    holds, else loaded (AnsibleFilterError as load_rules raises it) and kept."""
+    name = key(path, read, extra, disabled)
     entry = _entry(name) if name is not None else None
     if entry is not None and controller_cache.trusted(entry):
         try:
@@ -68,7 +71,7 @@ def load(path, rules, extra=None, disabled=None):
         except Exception:  # pylint: disable=broad-except  # a damaged entry is loaded again
             pass
     loaded = audit_rules.load_rules(audit_rules.plain(rules), audit_rules.plain(extra), audit_rules.plain(disabled))
-    if entry is not None and name == key(path, extra, disabled):
+    if entry is not None:
         try:
             data = pickle.dumps((name, loaded), protocol=pickle.HIGHEST_PROTOCOL)
             if controller_cache.ready():

@@ -24,11 +24,9 @@ CACHE_NAME = FQN + "-ZIP_DEFLATED-none"
 
 
 @pytest.fixture
-def run_tmp(tmp_path, monkeypatch):
-    """A run's temporary folder of its own (C.DEFAULT_LOCAL_TMP), and a fake source tree."""
-    local = tmp_path / "tmp" / "ansible-local-1"
-    local.mkdir(parents=True)
-    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(local), raising=False)
+def run_tmp(local_tmp, monkeypatch):
+    """A run's temporary folder of its own (C.DEFAULT_LOCAL_TMP, conftest.py), and a fake source tree."""
+    tmp_path = local_tmp
     src = tmp_path / "src"
     (src / "plugins" / "module_utils").mkdir(parents=True)
     (src / "plugins" / "modules").mkdir(parents=True)

@@ -7,17 +7,8 @@ import os
 
 import pytest
 import yaml
-from ansible import constants as C
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import controller_cache, yaml_cache
-
-
-@pytest.fixture
-def local_tmp(tmp_path, monkeypatch):
-    run = tmp_path / "tmp" / "ansible-local-1"
-    run.mkdir(parents=True)
-    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(run), raising=False)
-    return tmp_path
 
 
 def kept(path):
