@@ -3,22 +3,16 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Judge one host's audit and write its audit.json and system-improve.md on the controller.
 
-Why an action plugin, and not the filters in a set_fact and a write task per host: in Jinja the
-judgement cost about 0.1 s of controller CPU per host and the write about 0.05 s more, the write
-one host after another in a single task (benchmarks/runtime_pass.py --hosts 16, README "Speed
-of a tuning pass"). Nearly all of it was Ansible's templating, not the audit: the rules file
-parsed again for every host by a loader that tags every string with where it came from, the
-facts and the rules copied out of Ansible's lazy containers, and the 40 KB record serialized by
-the JSON encoder for templated data. Here the same functions (filters audit_rules, audit_since
-and audit_report) run on plain data in the controller process of the host's task, the rules
-file is parsed once with PyYAML's safe loader (kept as JSON until it changes,
-plugin_utils/yaml_cache.py), and each host's two files are written
-by its own task, so hosts are judged in parallel with the forks.
+Why an action plugin: the judgement and the files are the controller's (the rules, the
+comparison with the host's previous audit.json, the report), and a module would run them on the
+node. The same functions as the filters audit_rules, audit_since and audit_report, on plain data
+(the rules file parsed with PyYAML's safe loader), each host in its own task, so hosts are
+judged in parallel with the forks.
 
-The result is the audit itself (what audit.json holds) at the top level, with ``files`` (what
-was written) beside it, so ``register: audit_result`` gives the variable every reader of the
-audit uses. Files are written by gpufleet.tuning.artifact_files' own write() (its plan refuses a symbolic
-link before anything is written); in check mode nothing is written.
+The result is the audit itself (what audit.json holds) at the top level, with ``path`` and
+``files`` (what was written) beside it, so ``register: audit_result`` gives the variable every
+reader of the audit uses. Files are written by gpufleet.tuning.artifact_files' own write() (its
+plan refuses a symbolic link before anything is written); in check mode nothing is written.
 """
 
 from __future__ import annotations
@@ -37,14 +31,10 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.tuning.plugins.action import artifact_files
 from ansible_collections.gpufleet.tuning.plugins.filter import audit_report, audit_rules, audit_since
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
-from ansible_collections.gpufleet.tuning.plugins.plugin_utils import rules_cache, yaml_cache
 
 # A previous audit.json larger than this is taken as damaged (no comparison), not read.
 PREVIOUS_MAX_BYTES = 16 * 1024 * 1024
 _ARGS = ("host", "facts", "plan", "params", "rules_file", "rules_extra", "rules_disabled", "path", "mode")
-
-# Parsed rules files of this process: path -> ((size, mtime_ns, inode), rules).
-_RULES = {}
 
 
 def _fail(message):
@@ -52,33 +42,16 @@ def _fail(message):
 
 
 def load_rules_file(path):
-    """The rules file ``path`` (YAML), parsed once per process while the file is unchanged
-    (rules_read(path) is its stat key when it was parsed)."""
+    """The rules file ``path`` (YAML), parsed with the safe loader."""
     if not isinstance(path, str) or not os.path.isabs(path):
         _fail("rules_file must be an absolute path, got %r" % (path,))
     try:
-        info = os.stat(path)
-    except OSError as exc:
-        _fail("cannot read the rules file %s: %s" % (path, fileops.describe(exc)))
-    key = (info.st_size, info.st_mtime_ns, info.st_ino)
-    cached = _RULES.get(path)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    try:
-        rules = yaml_cache.load(path)
+        with open(path, "rb") as handle:
+            return yaml.safe_load(handle)
     except OSError as exc:
         _fail("cannot read the rules file %s: %s" % (path, fileops.describe(exc)))
     except yaml.YAMLError as exc:
         _fail("the rules file %s is not YAML: %s" % (path, " ".join(str(exc).split())))
-    _RULES[path] = (key, rules)
-    return rules
-
-
-def rules_read(path):
-    """The stat key of the rules file ``path`` when load_rules_file parsed it, in
-    controller_cache.stat_key's shape; None when this process has not parsed it."""
-    cached = _RULES.get(path)
-    return list(cached[0]) if cached is not None else None
 
 
 def previous_text(path):
@@ -98,11 +71,9 @@ def previous_text(path):
         return ""
 
 
-def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous="", now=None, rules_file=None):
+def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous="", now=None):
     """The host's audit: the rules' verdicts on ``facts``, with the host, the time, the plan, the
-    facts and the comparison with ``previous`` (the audit.json text this one replaces). Given the
-    file load_rules_file read ``rules`` from (``rules_file``), the rules are loaded through the
-    controller's copy (plugin_utils/rules_cache.py)."""
+    facts and the comparison with ``previous`` (the audit.json text this one replaces)."""
     if not isinstance(host, str) or not host:
         _fail("host must be the inventory name, got %r" % (host,))
     if not isinstance(facts, dict):
@@ -115,11 +86,7 @@ def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous=
             _fail("%s must be a list, got %s" % (name, artifact_files._kind(value)))
     facts, plan, params = audit_rules.plain(facts), audit_rules.plain(plan or {}), audit_rules.plain(params or {})
     try:
-        if rules_file is None:
-            audit = audit_rules.audit_rules(facts, rules, extra=extra, disabled=disabled, params=params, plan=plan)
-        else:
-            loaded = rules_cache.load(rules_file, rules_read(rules_file), rules, extra, disabled)
-            audit = audit_rules.evaluate_loaded(facts, loaded, params, plan)
+        audit = audit_rules.audit_rules(facts, rules, extra=extra, disabled=disabled, params=params, plan=plan)
     except AnsibleError as exc:
         _fail(to_text(exc))
     now = now or datetime.datetime.now(datetime.timezone.utc)
@@ -140,7 +107,7 @@ def judge_and_write(host, facts, plan, params, rules_file, extra, disabled, fold
     ``path`` and ``files`` (what was written or is due), and whether a write was due."""
     rules = load_rules_file(rules_file)
     previous = previous_text(os.path.join(folder, "audit.json")) if isinstance(folder, str) and folder else ""
-    audit = judge(host, facts, plan, params, rules, extra=extra, disabled=disabled, previous=previous, rules_file=rules_file)
+    audit = judge(host, facts, plan, params, rules, extra=extra, disabled=disabled, previous=previous)
     written = artifact_files.write(folder, render(audit), mode, 0o755, check_mode)
     audit.update(path=folder, files=written["files"])
     return audit, written["changed"]

@@ -2,9 +2,9 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a host's tuning did with each LXC container's memlock limit, one entry per container:
-for the host role's restart handlers, and for a rollout's container step, which reads it from
-the host's registered tuning result (``hostvars[host].__host_tuning``) in a later play and
-restarts its container drained. In Python so that both read the same shape."""
+the host role publishes it as host_lxc_memlock for its restart handlers and for a rollout's
+container step, which reads it from the host (``hostvars[host].host_lxc_memlock``) in a later
+play and restarts its container drained. In Python so that both read the same shape."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ name: lxc_memlock_outcome
 short_description: What a host's tuning did with each LXC container's memlock limit
 version_added: 0.3.0
 description:
-  - Takes a registered M(gpufleet.tuning.host_tuning) result (or its C(modules.lxc_memlock) part)
-    and returns one entry per container the LXC part saw, with C(container), C(guest) (the
+  - Takes a registered M(gpufleet.tuning.lxc_memlock) result over several containers (its
+    C(results)) and returns one entry per container it saw, with C(container), C(guest) (the
     inventory host of the container, when the inventory names it), C(manager), C(lxc_path),
     C(limit_wanted), C(changed), C(pending), C(pending_reason) and C(restart_required).
 positional: ''
 options:
   _input:
-    description: The host_tuning result (C({}) when it did not run).
+    description: The lxc_memlock result (C({}) when it did not run).
     type: dict
     required: true
 author:
@@ -31,7 +31,7 @@ author:
 EXAMPLES = r"""
 - name: Containers of this host waiting for a restart
   ansible.builtin.debug:
-    msg: "{{ __host_tuning | gpufleet.tuning.lxc_memlock_outcome | selectattr('restart_required') | list }}"
+    msg: "{{ memlock_result | gpufleet.tuning.lxc_memlock_outcome | selectattr('restart_required') | list }}"
 """
 
 RETURN = r"""
@@ -45,9 +45,8 @@ _value:
 def lxc_memlock_outcome(result):
     if not isinstance(result, dict):
         return []
-    part = (result.get("modules") or {}).get("lxc_memlock", result) if "modules" in result else result
     found = []
-    for item in (part or {}).get("results") or []:
+    for item in result.get("results") or []:
         if not isinstance(item, dict) or item.get("container_name") is None:
             continue
         found.append({

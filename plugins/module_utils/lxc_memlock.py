@@ -39,6 +39,8 @@ import time
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diffs
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
+from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_containers
+from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_targets
 from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import lxc_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import lxc_state
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import rlimit
@@ -58,10 +60,16 @@ ARGUMENT_SPEC = dict(
     vmid=dict(type="int"),
     name=dict(type="str"),
     path=dict(type="path"),
+    select=dict(type="list", elements="str"),
+    exclude=dict(type="list", elements="str", default=[]),
+    containers=dict(type="list", elements="dict", default=[]),
     limit=dict(type="raw", default="unlimited"),
     backup=dict(type="bool", default=True),
     on_locked=dict(type="str", default="pending", choices=list(ON_LOCKED)),
 )
+# The options that make it a run over several containers (run_many), instead of one named by
+# TARGET_OPTIONS.
+MANY_OPTIONS = ("select", "exclude", "containers")
 
 # What each Proxmox lock (pve-container's lock enum) means for the operator.
 LOCK_MEANING = {
@@ -301,9 +309,103 @@ def _changes(target, old, new, limit_before, limit_after, backup):
     return found
 
 
+def _many(params):
+    """True for a run over several containers (select, exclude or containers given); ModuleFailure
+    when it also names one container, or names none at all."""
+    one = [key for key in TARGET_OPTIONS if params.get(key) not in (None, "")]
+    many = [key for key in MANY_OPTIONS if params.get(key) not in (None, [], "")]
+    if one and many:
+        raise ModuleFailure("give either one container (%s) or a selection (%s), not both: got %s"
+                            % (", ".join(TARGET_OPTIONS), ", ".join(MANY_OPTIONS), ", ".join(one + many)))
+    if not one and not many:
+        raise ModuleFailure("name the container(s): one of vmid, name or path, or select (this host's "
+                            "containers by selector, as gpufleet.tuning.lxc_containers takes them) and/or "
+                            "containers (a list of vmid, name or path entries)")
+    return bool(many)
+
+
 def run(params, check_mode=False, paths=None, tools=None):
-    """Set the container's memlock limit; return the module result or raise ModuleFailure."""
+    """Set the memlock limit of one container, or of every container ``select`` and
+    ``containers`` name (run_many); return the module result or raise ModuleFailure."""
     paths = paths or Paths()
+    if _many(params):
+        return run_many(params, check_mode, paths, tools)
+    return _run_one(params, check_mode, paths, tools)
+
+
+def run_many(params, check_mode=False, paths=None, tools=None):
+    """Every container of this host that ``select`` picks (lxc_containers' discovery, less
+    ``exclude``) and every entry of ``containers`` (vmid, name or path, optionally limit; with
+    ``guest``, the inventory host it is), each config once (lxc_targets.merge), each raised as
+    one run of this module would, all or nothing per container.
+
+    Shaped as Ansible registers a looped task: ``results``, one per container with its ``item``
+    (label, source, guest), and ``discovery``, the lxc_containers result. ``changes`` holds the
+    records of every container that changed. A container that fails does not stop the others
+    (one container being backed up must not leave the rest of the host untuned); the run fails
+    after them, naming each, and the ones that changed keep their records."""
+    paths = paths or Paths()
+    discovery = None
+    if params.get("select") not in (None, []):
+        discovery = lxc_containers.run({"select": params["select"], "exclude": params.get("exclude") or []},
+                                       True, lxc_containers.Paths(paths.root))
+    elif params.get("exclude"):
+        raise ModuleFailure("exclude narrows select: give select too (such as [gpu])")
+    def key_of(entry):
+        # The config file as this module resolves it (a name under a configured lxc.lxcpath, a
+        # path through /etc/pve's node link), so a container found twice is raised once.
+        try:
+            return os.path.realpath(_resolve(entry, paths).path)
+        except ModuleFailure:
+            return lxc_targets.default_key(entry)
+
+    try:
+        targets = lxc_targets.merge(discovery, params.get("containers") or [], key_of)
+    except lxc_targets.TargetError as exc:
+        raise ModuleFailure("%s; nothing was changed" % exc, {"discovery": discovery})
+    common = dict((key, params.get(key, ARGUMENT_SPEC[key]["default"])) for key in ("limit", "backup", "on_locked"))
+    items = []
+    for target in targets:
+        args = dict((key, target[key]) for key in TARGET_OPTIONS if key in target)
+        args.update(common)
+        if target.get("limit") not in (None, ""):
+            args["limit"] = target["limit"]
+        try:
+            item = _run_one(args, check_mode, paths, tools)
+        except ModuleFailure as exc:
+            item = dict((key, value) for key, value in exc.partial.items() if key not in ("changed", "changes", "diff"))
+            item.update(failed=True, msg=exc.message, changed=False, changes=[])
+        item["item"] = target
+        items.append(item)
+    done = [item for item in items if not item.get("failed")]
+    result = {
+        "changed": any(item.get("changed") for item in done),
+        "changes": [rec for item in done for rec in item.get("changes") or []],
+        "results": items,
+        "discovery": discovery,
+        "restart_required": any(item.get("restart_required") for item in done),
+        "msg": "%d container(s)" % len(items) if items else "no container to raise",
+        "diff": [piece for item in items for piece in _diffs(item.pop("diff", None))],
+        "warnings": (discovery or {}).get("warnings", []) + [w for item in items for w in item.pop("warnings", [])],
+    }
+    if discovery is not None:
+        discovery.pop("warnings", None)
+    failed = [item for item in items if item.get("failed")]
+    if failed:
+        # The failure claims no records of its own; the items that changed keep theirs.
+        partial = dict((key, value) for key, value in result.items() if key not in ("changed", "changes", "msg"))
+        raise ModuleFailure("%d of %d container(s) failed: %s" % (len(failed), len(items), "; ".join(
+            "%s: %s" % (item["item"]["label"], item["msg"]) for item in failed)), partial)
+    return result
+
+
+def _diffs(diff):
+    if isinstance(diff, dict):
+        return [diff]
+    return [piece for piece in diff or [] if isinstance(piece, dict)]
+
+
+def _run_one(params, check_mode, paths, tools):
     target, wanted = validate(params, paths)
     _refuse_generated(target, paths)
     wanted_text = rlimit.format_pair(wanted)

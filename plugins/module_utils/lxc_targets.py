@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which containers the host raises the memlock limit of: those lxc_containers selected, the
-inventory's containers of this host and the hand-written list, each config file once.
+"""Which containers gpufleet.tuning.lxc_memlock raises over a selection: those lxc_containers
+selected and those its ``containers`` option names (the inventory's containers of the host,
+each with its ``guest``, and a hand-written list), each config file once.
 
-One place for the merge, because two callers need it: the filter
-gpufleet.tuning.lxc_memlock_targets (controller side, for a play that loops
-gpufleet.tuning.lxc_memlock itself) and the host_tuning engine, which merges on the node in the
-same call that discovers the containers, so the host role needs no task of its own for it.
+Why a merge and not a list: the same container is often found twice (selected for its GPU and
+named by the inventory), and it must be edited once, with the limit the entry gives and the
+inventory host it is, so that a rollout's container step finds what was done for it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ _ALLOWED_KEYS = ("vmid", "name", "path", "limit")
 _VMID_CONF = re.compile(r"^([0-9]+)\.conf\Z")
 
 
-def _key(entry):
+def default_key(entry):
     """The config file an entry names, as the module resolves it (the default paths)."""
     if entry.get("vmid") not in (None, ""):
         return os.path.join(PVE_LXC, "%d.conf" % int(str(entry["vmid"]).strip()))
@@ -62,12 +62,19 @@ def _label(entry, extra=None):
     return "%s (%s)" % (target, extra) if extra else str(target)
 
 
-def merge(discovery, inventory=None, explicit=None):
+def merge(discovery, containers=None, key_of=None):
+    """The targets, in order: discovery's selected containers, then each entry of ``containers``
+    (a dict with one of vmid, name or path, optionally limit, and guest: the inventory host it
+    is, which must name it by vmid or name). TargetError names a bad entry by its index.
+
+    ``key_of(entry)``: the config file an entry names, as the caller resolves it (a name under a
+    configured lxc.lxcpath, a path through a link); by default the stock paths."""
     targets = []
     by_key = {}
+    key_of = key_of or default_key
 
     def add(entry, label, source, guest=None):
-        key = _key(entry)
+        key = key_of(entry)
         if key in by_key:
             known = by_key[key]
             if entry.get("limit") not in (None, ""):
@@ -95,15 +102,19 @@ def merge(discovery, inventory=None, explicit=None):
         if record.get("hostname") and record.get("hostname") != label:
             label = "%s (%s)" % (label, record["hostname"])
         add(entry, label, "selected: %s" % record.get("reason"))
-    for index, guest in enumerate(inventory or []):
-        if not isinstance(guest, dict):
-            raise TargetError("inventory container %d: %r is not a dict" % (index, guest))
-        where = "inventory host %s" % guest.get("guest", index)
-        entry = dict((k, v) for k, v in guest.items() if k != "guest")
-        if _check(entry, where) == "path":
-            raise TargetError("%s: give gpufleet_lxc_vmid or gpufleet_lxc_name" % where)
-        add(entry, _label(entry, guest.get("guest")), where, guest.get("guest"))
-    for index, entry in enumerate(explicit or []):
-        _check(entry, "host_lxc_containers[%d]" % index)
-        add(entry, _label(entry), "listed in host_lxc_containers")
+    for index, entry in enumerate(containers or []):
+        where = "containers[%d]" % index
+        if not isinstance(entry, dict):
+            raise TargetError("%s: %r is not valid: each container is a dict with one of vmid, name or path, and "
+                              "optionally limit and guest" % (where, entry))
+        guest = entry.get("guest")
+        plain = dict((k, v) for k, v in entry.items() if k != "guest")
+        kind = _check(plain, where)
+        if guest not in (None, ""):
+            if kind == "path":
+                raise TargetError("%s: the inventory host %s must name its container by vmid or name "
+                                  "(gpufleet_lxc_vmid or gpufleet_lxc_name), not by path" % (where, guest))
+            add(plain, _label(plain, guest), "inventory host %s" % guest, guest)
+        else:
+            add(plain, _label(plain), "listed in containers")
     return targets

@@ -93,21 +93,30 @@ def items_of(change_records, paths):
 def run(params, check_mode=False, paths=None, tools=None):
     params = validate(params)
     paths = paths or state_items.Paths()
+    if params["mode"] == "drift":
+        return _drift(params, _load(params["path"]), paths)
+    return record(params["path"], params["run_id"] or new_run_id(), params["planned"], params["applied"],
+                  None if params["prune"] else (), check_mode, paths)
+
+
+def _load(path):
     try:
-        state = store.load(params["path"])
+        return store.load(path)
     except store.StoreError as exc:
         raise ModuleFailure(str(exc))
-    if params["mode"] == "drift":
-        return _drift(params, state, paths)
-    return _record(params, state, paths, check_mode)
 
 
-def _record(params, state, paths, check_mode):
-    run_id = params["run_id"] or new_run_id()
+def record(path, run_id, planned, applied, prune_keys, check_mode, paths):
+    """Add ``planned`` and ``applied`` (change records) to the state file ``path`` under
+    ``run_id``, and drop this run's planned items that were not applied: all of them when
+    ``prune_keys`` is None, only those keys when it is a set (a tuning module's own plan, so
+    that one module never drops what another of the same run planned). Written unless
+    ``check_mode``; the result says what was (or would be) recorded."""
+    state = _load(path)
     time = now_text()
-    old_bytes = store.dump(state) if store.exists(params["path"]) else None
-    planned = items_of(params["planned"], paths)
-    applied = items_of(params["applied"], paths)
+    old_bytes = store.dump(state) if store.exists(path) else None
+    planned = items_of(planned, paths)
+    applied = items_of(applied, paths)
     for item in applied:
         if item["how"] != "file":
             continue
@@ -128,19 +137,21 @@ def _record(params, state, paths, check_mode):
     added, marked = store.add_planned(state, planned, run_id, time)
     added_applied, updated = store.add_applied(state, applied, run_id, time)
     added += added_applied
-    dropped = store.prune_planned(state, run_id, set(i["key"] for i in applied)) if params["prune"] else []
+    dropped = []
+    if prune_keys is None or prune_keys:
+        dropped = store.prune_planned(state, run_id, set(i["key"] for i in applied), prune_keys)
     added = [key for key in added if key not in dropped]
     if added or updated or dropped or marked:
         store.note_run(state, run_id, time, "record", added + updated + marked)
     new_bytes = store.dump(state)
     changed = bool(added or updated or dropped or marked)
     result = {
-        "changed": changed, "run_id": run_id, "path": params["path"],
+        "changed": changed, "run_id": run_id, "path": path,
         "recorded": sorted(added), "updated": sorted(updated), "dropped": sorted(dropped),
         "items": len(state["items"]),
         "not_restorable": sorted(key for key, entry in state["items"].items() if not store.restorable(entry)),
-        "changes": [records.file_change(AREA, params["path"], old_bytes, new_bytes, None, store.MODE)] if changed else [],
-        "diff": [diffs.values_diff(_summary(old_bytes), _summary(new_bytes), "gpufleet-tuning state %s" % params["path"])],
+        "changes": [records.file_change(AREA, path, old_bytes, new_bytes, None, store.MODE)] if changed else [],
+        "diff": [diffs.values_diff(_summary(old_bytes), _summary(new_bytes), "gpufleet-tuning state %s" % path)],
         "warnings": [],
     }
     if result["not_restorable"]:
@@ -148,7 +159,7 @@ def _record(params, state, paths, check_mode):
                                   "recorded first" % ", ".join(result["not_restorable"]))
     if changed and not check_mode:
         try:
-            store.save(params["path"], state)
+            store.save(path, state)
         except OSError as exc:
             raise ModuleFailure("the state file was not written: %s" % fileops.describe(exc))
     return result

@@ -127,6 +127,8 @@ options:
         would change, and leaves the boot unit alone.
     type: bool
     default: false
+extends_documentation_fragment:
+  - gpufleet.tuning.state_record
 notes:
   - Disabling states through sysfs acts at once and needs no daemon; the alternatives are a
     process holding C(/dev/cpu_dma_latency) open (tuned) or the kernel parameters
@@ -358,6 +360,36 @@ reboot_required:
   description: Always false; every setting takes effect at once.
   returned: always
   type: bool
+state_record:
+  description:
+    - What was recorded in the node's record (O(state_path)) around this change, or in check mode
+      what would be; only when O(state_path) is given and something was planned.
+  returned: when O(state_path) is given and the module planned a change
+  type: dict
+  contains:
+    path:
+      description: The state file.
+      type: str
+    run_id:
+      description: The run the items were recorded under.
+      type: str
+    recorded:
+      description: Items (C(how:target)) recorded for the first time, with their before-state.
+      type: list
+      elements: str
+    updated:
+      description: Items already recorded whose value after this run was updated.
+      type: list
+      elements: str
+    dropped:
+      description: Items planned but not changed (the apply found nothing to do or failed), dropped again.
+      type: list
+      elements: str
+    written:
+      description: Whether the state file was (in check mode, would be) written.
+      type: bool
+  sample: {"path": "/var/lib/gpufleet-tuning/state.json", "run_id": "20261206T101500Z-1a2b3c",
+           "recorded": ["sysctl:vm.swappiness"], "updated": [], "dropped": [], "written": true}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -365,12 +397,20 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.tuning.plugins.module_utils import cpu_power
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import recorder
+
+# The engine's options and the record's (doc fragment gpufleet.tuning.state_record).
+ARGUMENT_SPEC = recorder.spec(cpu_power.ARGUMENT_SPEC)
 
 
 def main():
-    module = AnsibleModule(argument_spec=cpu_power.ARGUMENT_SPEC, supports_check_mode=True)
-    outcome.finish(module, lambda: cpu_power.run(module.params, module.check_mode, cpu_power.Paths(),
-                                                 commands.Commands(module)))
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    tools = commands.Commands(module)
+
+    def engine(params, check_mode):
+        return cpu_power.run(params, check_mode, cpu_power.Paths(), tools)
+
+    outcome.finish(module, lambda: recorder.run_module(module.params, module.check_mode, engine))
 
 
 if __name__ == "__main__":

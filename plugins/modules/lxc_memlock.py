@@ -8,9 +8,12 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: lxc_memlock
-short_description: Set the locked-memory limit of an LXC or Proxmox container in its config
+short_description: Set the locked-memory limit of LXC or Proxmox containers in their configs
 version_added: 0.1.0
 description:
+  - One container (O(vmid), O(name) or O(path)), or several (O(select) picks this host's
+    containers as M(gpufleet.tuning.lxc_containers) finds them, O(containers) names more), each
+    config once.
   - Sets C(lxc.prlimit.memlock) in a container's config on the host, so the container's init
     and everything it starts may lock that much memory. Model servers started with C(--mlock)
     and RDMA (GPUDirect, NCCL over InfiniBand) fail with ENOMEM under LXC's default, and a
@@ -65,7 +68,8 @@ options:
   vmid:
     description:
       - Proxmox container ID; the config is C(/etc/pve/lxc/VMID.conf).
-      - Exactly one of O(vmid), O(name) and O(path) is required.
+      - One container is named by exactly one of O(vmid), O(name) and O(path); several by
+        O(select) and O(containers) instead (not with these).
     type: int
   name:
     description:
@@ -79,6 +83,30 @@ options:
         names work, but whether the container runs cannot be told, so a change is then
         reported as needing a restart.
     type: path
+  select:
+    description:
+      - Raise every container of this host the selector picks, as M(gpufleet.tuning.lxc_containers)
+        finds and selects them (V(gpu) - containers with NVIDIA GPUs passed through -, V(all),
+        V(none), V(tag:NAME), IDs, names). The discovery is returned as RV(discovery).
+      - With several containers the result is shaped like a looped task (RV(results), one per
+        container). Each container is raised all or nothing as one run would; one that fails
+        does not stop the others, and the task fails after them, naming each (the ones that
+        changed keep their records).
+    type: list
+    elements: str
+  exclude:
+    description: Containers O(select) leaves out, in its terms.
+    type: list
+    elements: str
+    default: []
+  containers:
+    description:
+      - More containers, each a dict with one of C(vmid), C(name) or C(path), optionally its own
+        C(limit) and C(guest) (the inventory host the container is; then C(path) is refused).
+        A container also picked by O(select) is raised once, with the entry's C(limit).
+    type: list
+    elements: dict
+    default: []
   limit:
     description:
       - The limit, in bytes. V(unlimited), a plain number of bytes such as V(68719476736), or
@@ -109,6 +137,8 @@ options:
     type: str
     choices: [fail, pending]
     default: pending
+extends_documentation_fragment:
+  - gpufleet.tuning.state_record
 notes:
   - Raising a limit above the hard limit of the process that starts the container needs
     CAP_SYS_RESOURCE. Proxmox and LXC's systemd units run with it; a container started from a
@@ -161,6 +191,15 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: "{{ memlock.pending_reason }}"
   when: memlock.pending
+
+- name: Every container with an NVIDIA GPU passed through, and container 105 with a byte limit
+  gpufleet.tuning.lxc_memlock:
+    select: [gpu]
+    containers:
+      - vmid: 105
+        limit: "68719476736"
+    state_path: /var/lib/gpufleet-tuning/state.json
+  register: memlock_all
 
 - name: A config kept elsewhere, without a backup
   gpufleet.tuning.lxc_memlock:
@@ -313,6 +352,55 @@ backup_file:
   returned: always
   type: str
   sample: /etc/pve/lxc/101.conf.20261130-101500.gpufleet.bak
+results:
+  description:
+    - With O(select) or O(containers), one result per container, each with the keys above
+      (RV(path), RV(container_name), RV(limit_before), RV(changes), RV(restart_required),
+      RV(pending), ...; C(failed) and C(msg) for one that failed) and C(item), the container
+      as it was chosen (C(label), C(source), C(guest) when the inventory named it, C(limit)).
+      The keys above are then not returned at the top level.
+  returned: with O(select) or O(containers)
+  type: list
+  elements: dict
+discovery:
+  description: With O(select), the containers found and selected, as M(gpufleet.tuning.lxc_containers) returns them.
+  returned: with O(select)
+  type: dict
+msg:
+  description: With O(select) or O(containers), how many containers were raised.
+  returned: with O(select) or O(containers)
+  type: str
+  sample: 2 container(s)
+state_record:
+  description:
+    - What was recorded in the node's record (O(state_path)) around this change, or in check mode
+      what would be; only when O(state_path) is given and something was planned.
+  returned: when O(state_path) is given and the module planned a change
+  type: dict
+  contains:
+    path:
+      description: The state file.
+      type: str
+    run_id:
+      description: The run the items were recorded under.
+      type: str
+    recorded:
+      description: Items (C(how:target)) recorded for the first time, with their before-state.
+      type: list
+      elements: str
+    updated:
+      description: Items already recorded whose value after this run was updated.
+      type: list
+      elements: str
+    dropped:
+      description: Items planned but not changed (the apply found nothing to do or failed), dropped again.
+      type: list
+      elements: str
+    written:
+      description: Whether the state file was (in check mode, would be) written.
+      type: bool
+  sample: {"path": "/var/lib/gpufleet-tuning/state.json", "run_id": "20261206T101500Z-1a2b3c",
+           "recorded": ["sysctl:vm.swappiness"], "updated": [], "dropped": [], "written": true}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -320,17 +408,22 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import commands
 from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_memlock
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outcome
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import recorder
+
+# The engine's options and the record's (doc fragment gpufleet.tuning.state_record).
+ARGUMENT_SPEC = recorder.spec(lxc_memlock.ARGUMENT_SPEC)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=lxc_memlock.ARGUMENT_SPEC,
-        mutually_exclusive=[lxc_memlock.TARGET_OPTIONS],
-        required_one_of=[lxc_memlock.TARGET_OPTIONS],
-        supports_check_mode=True,
-    )
-    outcome.finish(module, lambda: lxc_memlock.run(module.params, check_mode=module.check_mode,
-                                                   tools=commands.Commands(module)))
+    # One container or a selection: the engine checks which (its message names both ways).
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[lxc_memlock.TARGET_OPTIONS],
+                           supports_check_mode=True)
+    tools = commands.Commands(module)
+
+    def engine(params, check_mode):
+        return lxc_memlock.run(params, check_mode, lxc_memlock.Paths(), tools)
+
+    outcome.finish(module, lambda: recorder.run_module(module.params, module.check_mode, engine))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import yaml
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins import modules as modules_package
+from ansible_collections.gpufleet.tuning.plugins.doc_fragments import state_record
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import recorder
 
 
 def assert_records(result, area):
@@ -85,12 +87,22 @@ def assert_module_is_its_engines_shell(module, engine, monkeypatch):
     monkeypatch.setattr(module, "AnsibleModule", fake_module)
     with pytest.raises(Stop):
         module.main()
-    assert seen["spec"] is engine.ARGUMENT_SPEC
+    documentation = yaml.safe_load(module.DOCUMENTATION)
+    doc = dict(documentation["options"])
+    expected = engine.ARGUMENT_SPEC
+    if "gpufleet.tuning.state_record" in (documentation.get("extends_documentation_fragment") or []):
+        # A tuning module records its own before-state: the engine's options and the record's.
+        expected = recorder.spec(engine.ARGUMENT_SPEC)
+        assert module.ARGUMENT_SPEC == expected
+        assert seen["spec"] is module.ARGUMENT_SPEC
+        doc.update(yaml.safe_load(state_record.ModuleDocFragment.DOCUMENTATION)["options"])
+        assert "state_record" in yaml.safe_load(module.RETURN)
+    else:
+        assert seen["spec"] is engine.ARGUMENT_SPEC
     assert seen["kwargs"].get("supports_check_mode") is True
 
-    doc = yaml.safe_load(module.DOCUMENTATION)["options"]
-    assert sorted(doc) == sorted(engine.ARGUMENT_SPEC)
-    for name, spec in engine.ARGUMENT_SPEC.items():
+    assert sorted(doc) == sorted(expected)
+    for name, spec in expected.items():
         assert doc[name].get("type", "str") == spec.get("type", "str"), name
         for key in ("elements", "default", "choices", "aliases"):
             assert doc[name].get(key) == spec.get(key), (name, key)

@@ -60,6 +60,7 @@ def finish(module, run):
             module.warn(printable(warning))
         for key in _NOT_ON_FAILURE:
             partial.pop(key, None)
+        partial.pop("msg", None)  # the failure's message is the one msg
         module.fail_json(msg=printable(exc.message), **printable(partial))
     except (OSError, IOError) as exc:
         module.fail_json(msg="unexpected file error: %s" % printable(fileops.describe(exc)))

@@ -112,3 +112,23 @@ def _text(item):
 
 def _loaded(flag):
     return "loaded" if flag else "not loaded"
+
+
+def claimed(result):
+    """Every change record a module result claims: a loop-shaped result's (``results``, one per
+    item: a looped task, or lxc_memlock over several containers) items' own, of the items that
+    did not fail, else its own; none for a failed result (a module restores what it applied
+    before it fails). One rule for every reader, so no record is counted twice or claimed by a
+    failure."""
+    if not isinstance(result, dict):
+        return []
+    items = result.get("results")
+    if isinstance(items, list):
+        found = []
+        for item in items:
+            if isinstance(item, dict) and not item.get("failed"):
+                found.extend(rec for rec in item.get("changes") or [] if isinstance(rec, dict))
+        return found
+    if result.get("failed"):
+        return []
+    return [rec for rec in result.get("changes") or [] if isinstance(rec, dict)]

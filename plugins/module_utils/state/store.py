@@ -119,7 +119,9 @@ def add_applied(state, items, run, time):
             entry.update({"first_run": run, "first_time": time})
             state["items"][item["key"]] = entry
             added.append(item["key"])
-        elif entry.get("after") == item["after"] and entry.get("applied"):
+        elif entry.get("after") == item["after"] and entry.get("applied") and (entry.get("run_before") or {}).get("run") != run:
+            # Left as the record says: unless this run found it changed (its plan marked
+            # run_before) and set it back, which undoing this run alone must put back.
             continue
         else:
             if (entry.get("run_before") or {}).get("run") != run and entry.get("first_run") != run:
@@ -144,12 +146,14 @@ def unchanged_since(entry, found):
     return state_items.same(entry, found, entry.get("after"))
 
 
-def prune_planned(state, run, applied_keys):
+def prune_planned(state, run, applied_keys, only=None):
     """Drop the items this run planned and did not apply (a part that found nothing to do, or
     one a failure rolled back): their recorded before would otherwise outlive the run and
-    shadow the before a later run finds. Returns the dropped keys."""
+    shadow the before a later run finds. ``only``: a set of keys, the one module's plan (other
+    modules of the same run keep theirs); None, every item of the run. Returns the dropped keys."""
     dropped = [key for key, entry in state["items"].items()
-               if entry.get("first_run") == run and not entry.get("applied") and key not in applied_keys]
+               if entry.get("first_run") == run and not entry.get("applied") and key not in applied_keys
+               and (only is None or key in only)]
     for key in dropped:
         del state["items"][key]
     return dropped

@@ -1,14 +1,14 @@
-"""The audit role (issue 17): it reads and plans through the host role's own tuning task (one
-gpufleet.tuning.host_tuning call, in check mode when it reads alone), writes only on the
-controller, and leaves the play as it found it.
+"""The audit role (issue 17): it reads the node with gpufleet.tuning.node_facts, plans through the
+host role's own part tasks in check mode (the host role's plan entry point), judges and writes
+only on the controller.
 
-The first tests read the roles' YAML: the modules the audit reports as planned are the
-engine's results, the audit alone includes the host role's tuning task in check mode with the
-read-back's care (roles/verify/tasks/readback.yml), and in playbooks/tune.yml it leaves the read
-to the host role's own call (issue 21: one module run per host and pass) and is judged after
-it, in the same call (its audit option); nothing but the controller is written. The last ones run the role with ansible-playbook on
-this machine, with the host role's defaults (everything in check mode), and prove that the
-node's files, sysctls, CPU settings and PCI config space are what they were.
+The first tests read the roles' YAML: the parts the audit reports are the host role's by phase,
+the audit plans through the host role's plan entry point (no copy of a part's options), and in
+playbooks/tune.yml and the rollout it reads the node first and is judged after the host role,
+in an always section (a failed tuning still reports), with the plan of what the run applied
+taken from that apply; nothing but the controller is written. The last ones run the role with
+ansible-playbook on this machine, with the host role's defaults (everything in check mode), and
+prove that the node's files, sysctls, CPU settings and PCI config space are what they were.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import jinja2
 import jinja2.nativetypes
 import pytest
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import host_tuning as engine
-
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot
 from ansible_collections.gpufleet.tuning.tests.unit.plugins.filter import audit_cases
@@ -35,7 +33,7 @@ from ansible_collections.gpufleet.tuning.tests.unit.roles.test_host_verify_one_s
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES = os.path.join(REPO, "roles")
 AUDIT_VARS = audit_cases.load_yaml(os.path.join(ROLES, "audit", "vars", "main.yml"))
-PLANNED = AUDIT_VARS["__audit_planned_modules"]
+PLANNED = AUDIT_VARS["__audit_parts"]
 WRITERS = ("ansible.builtin.copy", "ansible.builtin.file", "ansible.builtin.template", "ansible.builtin.lineinfile")
 
 
@@ -54,64 +52,62 @@ def includes():
 
 # ------------------------------------------------------------------------------ what is planned
 
-def test_the_planned_modules_are_the_engine_s_results_by_phase():
-    by_phase = {"runtime": [], "reboot_required": []}
-    for name in engine.RESULT_NAMES:
-        by_phase[engine.PHASE[engine.PART_OF[name]]].append(name)
-    assert PLANNED == by_phase, "roles/audit/vars/main.yml __audit_planned_modules must list the engine's results"
-    verify = audit_cases.load_yaml(os.path.join(ROLES, "verify", "vars", "main.yml"))["__verify_readback_modules"]
+def test_the_planned_parts_are_the_host_role_s_by_phase():
+    host = audit_cases.load_yaml(os.path.join(ROLES, "host", "vars", "main.yml"))["__host_parts"]
+    assert PLANNED == host, "roles/audit/vars/main.yml __audit_parts must list the host role's parts by phase"
+    verify = audit_cases.load_yaml(os.path.join(ROLES, "verify", "vars", "main.yml"))["__verify_readback_parts"]
     assert PLANNED["runtime"] == verify
 
 
-def test_the_audit_alone_reads_through_the_host_role_s_tuning_task_in_check_mode():
+def test_the_audit_plans_through_the_host_role_s_plan_entry_point():
     [task] = includes()
     args = task.data["ansible.builtin.include_role"]
-    assert args["name"] == "gpufleet.tuning.host" and args["tasks_from"] == "host_tuning"
+    assert args["name"] == "gpufleet.tuning.host" and args["tasks_from"] == "plan"
     assert args.get("public") is True, "the host role's defaults stay visible for the rules' params"
-    apply = args.get("apply") or {}
-    assert apply.get("check_mode") is True, "%s: the read runs in check mode" % task.where
-    assert {"audit", "always"} <= set(apply.get("tags") or []), "%s: the included task runs whenever it runs" % task.where
-    assert task.data["vars"] == {"__audit_read_by_host": "{{ __audit_judge }}"}, "the read asks for the facts and the judgement"
-    judge = " ".join(AUDIT_VARS["__audit_judge"].split())
-    assert "'facts': {'sysctl_keys': audit_sysctl_keys," in judge, "the read's options are the audit role's"
-    assert "'path': __audit_host_dir," in judge, "this host's folder, its name checked"
-    main = tasks_of("audit", "main.yml")
-    assert [t.data.get("when") for t in main] == ["__audit_read_by_host is none"], (
-        "the audit reads alone only when the host role's call does not read for it")
+    assert {"audit", "always"} <= set((args.get("apply") or {}).get("tags") or []), (
+        "%s: the included tasks run whenever the include runs" % task.where)
+    assert "__audit_in_container" in task.data["vars"]["host_plan_parts"], "nothing planned in a container"
+    assert task.when == ["audit_node_facts.facts is defined"], "planned only for a node that was read"
 
 
-def test_the_host_role_s_result_is_kept_before_and_put_back_after_the_judgement():
-    names = [t.name for t in tasks_of("audit", "read.yml")]
-    read = tasks_of("audit", "read.yml")
-    saved = [t for t in read if "__audit_saved_tuning" in (t.data.get("ansible.builtin.set_fact") or {})]
-    restore = [t for t in read if (t.data.get("ansible.builtin.set_fact") or {}).get("__host_tuning") == "{{ __audit_saved_tuning }}"]
-    fleet = [t for t in read if t.name == "Show the audit's findings"]
-    assert len(saved) == 1 and len(restore) == 1 and len(fleet) == 1
-    # The audit is kept under its own name for what reads it later (the serving role's benchmark).
-    assert restore[0].data["ansible.builtin.set_fact"]["audit_result"] == "{{ __host_tuning.audit }}"
-    order = [names.index(t.name) for t in (saved[0], includes()[0], fleet[0], restore[0])]
-    assert order == sorted(order), "keep, read and judge, record the fleet, put back: %s" % names
+def test_the_audit_reads_first_and_judges_after_the_plan():
+    names = [t.name for t in tasks_of("audit", "main.yml")]
+    read = [t for t in tasks_of("audit", "main.yml") if t.module == "node_facts"]
+    judge = [t for t in tasks_of("audit", "main.yml") if t.module == "audit_judge"]
+    assert len(read) == 1 and len(judge) == 1
+    assert read[0].data["register"] == "audit_node_facts" and judge[0].data["register"] == "audit_result"
+    order = [names.index(t.name) for t in (read[0], includes()[0], judge[0])]
+    assert order == sorted(order), "read, plan, judge: %s" % names
+    args = judge[0].args
+    assert args["facts"] == "{{ audit_node_facts.facts }}"
+    assert "gpufleet.tuning.audit_planned_host(host_plan" in args["plan"] and args["plan"].startswith("{{ host_results")
+    assert args["path"] == "{{ __audit_host_dir }}", "this host's folder, its name checked"
+    assert judge[0].data.get("check_mode") is False, "the audit is recorded on the controller in a --check run too"
+    # The folder name is checked before the node is read.
+    assert read[0].when == ["__audit_host_dir is string"]
 
 
-def test_the_tuning_call_reads_for_the_audit_and_judges_it():
-    """playbooks/tune.yml: the audit's read is the host role's own call (its audit option), which
-    judges it in the same task, also when a part failed; the fleet's record is made in an always
-    section, so a failed tuning still reports."""
-    task = [t for t in tasks_of("host", "host_tuning.yml") if t.module == "host_tuning"][0]
-    assert task.args["audit"] == "{{ __audit_read_by_host | default(none) }}"
-    assert "facts" not in task.args, "the read's options are the audit option's"
-    assert "'audit' not in ansible_skip_tags" in AUDIT_VARS["__audit_with_tuning"], "--skip-tags audit: no judgement"
-    assert "gpufleet_audit_in_tuning" in AUDIT_VARS["__audit_with_tuning"]
-    assert "host_tuning_apply" in AUDIT_VARS["__audit_with_tuning"], "deferred only when the run applies a part"
-    main = audit_cases.load_yaml(os.path.join(ROLES, "host", "tasks", "main.yml"))
-    block = [entry for entry in main if "block" in entry][0]
-    [fleet] = block["always"]
-    assert fleet["ansible.builtin.import_role"] == {"name": "gpufleet.tuning.audit", "tasks_from": "fleet"}
-    # The call returns an audit only when the audit role asked for one (its audit option).
-    assert fleet["when"] == "(__host_tuning | default({})).audit is defined"
-    for name in ("tune.yml", "rollout.yml"):
-        plays = audit_cases.load_yaml(os.path.join(REPO, "playbooks", name))
-        assert any("gpufleet_audit_in_tuning" in (play.get("vars") or {}) for play in plays), name
+@pytest.mark.parametrize("playbook, tasks", [("tune.yml", None), ("rollout.yml", "host.yml")])
+def test_a_tuning_play_reads_before_the_host_role_and_judges_in_its_always_section(playbook, tasks):
+    """playbooks/tune.yml and the rollout: the node is read before anything changes (node_facts),
+    the host role tunes, and the audit is judged after it in the block's always section, so a
+    failed tuning still reports; what the run applied is its own plan (host_results)."""
+    if tasks is None:
+        plays = audit_cases.load_yaml(os.path.join(REPO, "playbooks", playbook))
+        entries = [p for p in plays if p["hosts"] == "gpu_hosts"][0]["tasks"]
+    else:
+        entries = [e for e in audit_cases.load_yaml(os.path.join(ROLES, "rollout", "tasks", tasks)) if "block" in e][0]["block"]
+    imports = [e for e in entries if "ansible.builtin.import_role" in e]
+    first = [e for e in imports if e["ansible.builtin.import_role"]["name"] == "gpufleet.tuning.audit"][0]
+    assert first["ansible.builtin.import_role"]["tasks_from"] == "node_facts"
+    assert set(first["tags"]) == {"audit", "always"}
+    [tune] = [e for e in entries if "block" in e and "always" in e]
+    assert tune["block"][0]["ansible.builtin.import_role"]["name"] == "gpufleet.tuning.host"
+    [after] = tune["always"]
+    assert after["ansible.builtin.import_role"] == {"name": "gpufleet.tuning.audit", "tasks_from": "report",
+                                                    "rolespec_validate": False}
+    assert set(after["tags"]) == {"audit", "always"}
+    assert entries.index(first) < entries.index(tune)
 
 
 def test_the_audit_writes_only_on_the_controller_and_notifies_nothing():
@@ -127,35 +123,27 @@ def test_the_audit_writes_only_on_the_controller_and_notifies_nothing():
                 delegated = block[0].get("delegate_to") if block else None
             assert delegated == "localhost", "%s writes with %s, not on the controller" % (task.where, writer[0])
     modules = set(t.module for t in audit_tasks() if t.module)
-    # artifact_files is an action: it writes in the controller process, whatever the task's host
-    # (the judgement is the host_tuning call's audit option, also on the controller).
-    assert modules == {"artifact_files"}, "the audit calls no module of the node itself: %s" % sorted(modules)
+    # node_facts reads the node (read-only); artifact_files and audit_judge are actions that
+    # write in the controller process, whatever the task's host.
+    assert modules == {"node_facts", "audit_judge", "artifact_files"}, "the audit's modules: %s" % sorted(modules)
 
 
-def test_tune_runs_the_audit_first_in_every_run():
-    plays = audit_cases.load_yaml(os.path.join(REPO, "playbooks", "tune.yml"))
-    hosts = [p for p in plays if p["hosts"] == "gpu_hosts"][0]
-    first = hosts["tasks"][0]
-    # The roles' variables are checked by the tuning call, before it reads anything, in every run
-    # that reads or tunes (the audit alone included): no task of its own.
-    assert hosts["vars"]["__host_role_arguments"] == ["gpufleet.tuning.audit", "gpufleet.tuning.host"]
-    [call] = [t for t in tasks_of("host", "host_tuning.yml") if t.module == "host_tuning"]
-    assert call.args["role_arguments"] == "{{ __host_role_arguments | default(none) }}"
-    assert first["ansible.builtin.import_role"]["name"] == "gpufleet.tuning.audit"
-    assert first["ansible.builtin.import_role"]["rolespec_validate"] is False, "checked by the tuning call"
-    assert set(first["tags"]) == {"audit", "always"}
+def test_the_audit_alone_is_the_whole_role():
     standalone = audit_cases.load_yaml(os.path.join(REPO, "playbooks", "audit.yml"))
     assert [r["role"] for r in standalone[0]["roles"]] == ["gpufleet.tuning.audit"]
 
 
 def test_defaults_and_argument_spec_agree():
     defaults = role_defaults("audit")
-    options = argument_specs("audit")["main"]["options"]
-    assert sorted(defaults) == sorted(options)
-    for name, spec in options.items():
-        if isinstance(defaults[name], str) and "{{" in defaults[name]:
-            continue
-        assert spec.get("default") == defaults[name], name
+    specs = argument_specs("audit")
+    assert sorted(specs) == ["main", "node_facts", "report"]
+    for entry in specs.values():
+        options = entry["options"]
+        assert sorted(defaults) == sorted(options)
+        for name, spec in options.items():
+            if isinstance(defaults[name], str) and "{{" in defaults[name]:
+                continue
+            assert spec.get("default") == defaults[name], name
 
 
 def test_the_params_are_the_host_role_s_settings():
@@ -164,7 +152,7 @@ def test_the_params_are_the_host_role_s_settings():
     env = jinja2.nativetypes.NativeEnvironment(undefined=jinja2.StrictUndefined)
     env.filters["combine"] = lambda a, b: dict(a, **b)
     host = audit_cases.host_defaults()
-    rendered = env.from_string(AUDIT_VARS["__audit_host_params"].strip()).render(**host)
+    rendered = dict((key, env.from_string(text.strip()).render(**host)) for key, text in AUDIT_VARS["__audit_host_params"].items())
     expected = audit_cases.params()
     assert rendered == expected
     with open(audit_cases.RULES_FILE) as handle:
@@ -273,12 +261,23 @@ TUNE_PLAYBOOK = """
 - name: Audit and tune, as playbooks/tune.yml runs them
   hosts: all
   gather_facts: false
-  vars:
-    gpufleet_audit_in_tuning: true
-  roles:
-    - role: gpufleet.tuning.audit
+  tasks:
+    - name: Read
+      ansible.builtin.import_role:
+        name: gpufleet.tuning.audit
+        tasks_from: node_facts
       tags: [audit, always]
-    - role: gpufleet.tuning.host
+    - name: Tune, then judge
+      block:
+        - name: Tune
+          ansible.builtin.import_role:
+            name: gpufleet.tuning.host
+      always:
+        - name: Judge
+          ansible.builtin.import_role:
+            name: gpufleet.tuning.audit
+            tasks_from: report
+          tags: [audit, always]
 """
 
 
@@ -292,14 +291,18 @@ def audited_in_tuning(tmp_path_factory):
     return tmp, rc, out, before, node_state()
 
 
-def test_with_the_tuning_the_audit_is_read_by_its_one_call_and_judged_after(audited_in_tuning):
+def test_with_the_tuning_the_runtime_plan_is_the_apply_and_only_the_rest_is_planned(audited_in_tuning):
     tmp, rc, out, before, after = audited_in_tuning
     assert rc == 0, out
-    assert out.count("TASK [gpufleet.tuning.host : Tune the host in one call") == 1, "one module run for the tuning and the audit"
-    assert "Read the node and plan every tuning part" not in out, "the audit made a call of its own"
     result = json.loads((tmp / "artifacts" / "node1" / "audit.json").read_text())
     assert result["facts"]["kernel"] and sorted(result["planned"]["runtime"]) == sorted(PLANNED["runtime"])
-    assert "Judge the node" not in out, "judged by the tuning call itself"
-    assert out.index("Tune the host in one call") < out.index("Show the audit's findings")
+    assert sorted(result["planned"]["reboot_required"]) == sorted(PLANNED["reboot_required"])
+    # The runtime parts ran once (the host role's, in this --check run); the audit planned only
+    # the reboot-required ones, which --tags runtime did not run.
+    assert out.count("TASK [gpufleet.tuning.host : Sysctl profile]") == 1, out
+    planned = out.split("TASK [gpufleet.tuning.host : Plan the parts in check mode]")[1].split("TASK [gpufleet.tuning.host : Publish the plan]")[0]
+    assert "item=kernel_cmdline" in planned and "item=nvidia_driver_options" in planned
+    assert "item=sysctl_profile" not in planned
+    assert out.index("TASK [gpufleet.tuning.host : Sysctl profile]") < out.index("Judge the node and record its audit")
     changed = sorted(key for key in set(before) | set(after) if before.get(key) != after.get(key))
     assert not changed, "check mode changed %s" % changed

@@ -1,22 +1,20 @@
 """One source for the host role's tuning, the verify role's read-back and the audit's plan.
 
-The host role tunes in one call of gpufleet.tuning.host_tuning (roles/host/tasks/host_tuning.yml);
-the verify role reads the runtime parts back by running that very task again in check mode
-(include_role tasks_from host_tuning), and the audit plans through it. These tests parse the
-roles' YAML and fail when that contract breaks:
+The host role tunes with one task per part (roles/host/tasks/<part>.yml, each calling the module
+of that name); its plan entry point (tasks/plan.yml) includes the very same part files in check
+mode, and both the verify role's read-back and the audit's plan go through it. These tests parse
+the roles' YAML and fail when that contract breaks:
 
-- a host task that calls a tuning module of this collection sits outside host_tuning.yml (it
-  would be applied and never read back), or the verify role stops including that file in
-  check mode, for the engine's runtime parts;
-- host_tuning.yml does more than call the module (a notify would fire a handler from the
-  read-back, an always-tagged task would print twice), misses a phase or part tag, or its
-  results do not reach the report;
-- a host variable passed by the task is not declared in the host role's argument spec (entry
-  point host_tuning, the one the read-back validates against), or its default there and in
-  defaults/ disagree;
+- a host task that calls a tuning module of this collection sits outside its part file (it
+  would be applied and never read back), a part file does more than call its module (a notify
+  would fire a handler from the read-back), or misses its phase or part tag;
+- the plan entry point stops including the part files in check mode, or the verify role and the
+  audit stop planning through it, or their lists of parts and the host role's disagree;
+- a host variable passed by a part task is not declared in the host role's argument spec (entry
+  point plan, the one the read-back and the audit validate against), or its default there and
+  in defaults/ disagree;
 - the verify role grows its own copy of a host option, or calls a tuning module itself;
-- a role variable is not named after the module argument it sets (role prefix + argument),
-  inside each part of the call as for a module of its own.
+- a role variable is not named after the module argument it sets (role prefix + argument).
 """
 
 from __future__ import annotations
@@ -25,11 +23,10 @@ import ast
 import os
 import re
 
-import jinja2
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import host_tuning as engine
+from ansible_collections.gpufleet.tuning.plugins.doc_fragments import state_record
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES = os.path.join(REPO, "roles")
@@ -58,9 +55,6 @@ PREFIXES = {
     ("container", "memlock_info"): ("container_memlock_",),
     # The node's record of what the roles changed (state path and switch of each role).
     ("host", "tuning_state"): ("host_state_",),
-    # The one tuning call: its record's path is the host role's state path; its parts are checked
-    # part by part (test_each_part_s_options_are_its_module_s_and_named_after_them).
-    ("host", "host_tuning"): ("host_",),
     ("container", "tuning_state"): ("container_state_",),
     ("verify", "tuning_state"): ("verify_state_",),
 }
@@ -70,7 +64,7 @@ PREFIXES = {
 RECORD_KEEPING = ("tuning_state", "tuning_revert")
 # Actions that write the run's records on the controller, in the controller process, as
 # ansible.builtin.copy would: no module of the node, so none of the rules below apply to them.
-CONTROLLER_ACTIONS = ("artifact_files", "audit_judge", "role_arguments")
+CONTROLLER_ACTIONS = ("artifact_files", "audit_judge", "fleet_report")
 
 # Module arguments that no role variable of that name sets, and why.
 DERIVED_ARGUMENTS = {
@@ -83,7 +77,30 @@ DERIVED_ARGUMENTS = {
     # only compares against it.
     ("memlock_info", "want"): "container_memlock_limit, also written to pam_limits and systemd",
     ("memlock_info", "units"): "the one container_serving_unit, as a list",
+    # The inventory's containers of this host (vars/main.yml, from gpufleet_lxc_host) and
+    # host_lxc_containers, the hand-written list.
+    ("lxc_memlock", "containers"): "the inventory's containers of the host and host_lxc_containers",
 }
+
+# Options of every tuning module (doc fragment gpufleet.tuning.state_record): the node's record,
+# one file for every part (host_state_path, container_state_path), and the run's id.
+RECORD_OPTIONS = {"state_path": ("host_state_path", "container_state_path"), "run_id": ()}
+
+# The host role's parts: phase and own tag, in the order tasks/main.yml runs them.
+PARTS = {
+    "sysctl_profile": ("runtime", "sysctl"),
+    "pcie_maxreadreq": ("runtime", "pcie"),
+    "pcie_acs": ("runtime", "pcie_acs"),
+    "cpu_power": ("runtime", "cpu_power"),
+    "lxc_memlock": ("runtime", "lxc_memlock"),
+    "nvidia_peermem": ("runtime", "peermem"),
+    "nvidia_driver_options": ("reboot_required", "nvidia_options"),
+    "kernel_cmdline": ("reboot_required", "kernel_cmdline"),
+}
+RUNTIME = [part for part, (phase, _tag) in PARTS.items() if phase == "runtime"]
+REBOOT = [part for part, (phase, _tag) in PARTS.items() if phase == "reboot_required"]
+# A part its role switch turns off is skipped by this condition, and by nothing else.
+SWITCHES = {"pcie_maxreadreq": "host_pcie_mrrs_enabled | bool", "pcie_acs": "host_pcie_acs_enabled | bool"}
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -190,7 +207,10 @@ def module_options(module):
         tree = ast.parse(handle.read())
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DOCUMENTATION" for t in node.targets):
-            options = yaml.safe_load(node.value.value).get("options") or {}
+            documentation = yaml.safe_load(node.value.value)
+            options = dict(documentation.get("options") or {})
+            if "gpufleet.tuning.state_record" in (documentation.get("extends_documentation_fragment") or []):
+                options.update(yaml.safe_load(state_record.ModuleDocFragment.DOCUMENTATION)["options"])
             return dict((name, set(spec.get("aliases") or [])) for name, spec in options.items())
     raise AssertionError("no DOCUMENTATION in plugins/modules/%s.py" % module)
 
@@ -199,174 +219,169 @@ def host_main():
     return tasks_of("host", "main.yml")
 
 
-def host_tuning_tasks():
-    return tasks_of("host", "host_tuning.yml")
-
-
-def host_tuning_task():
-    tasks = host_tuning_tasks()
-    assert len(tasks) == 1 and tasks[0].module == "host_tuning", "host_tuning.yml is the one call of host_tuning"
+def part_task(part):
+    tasks = tasks_of("host", part + ".yml")
+    assert len(tasks) == 1 and tasks[0].module == part, "roles/host/tasks/%s.yml is one task calling %s" % (part, part)
     return tasks[0]
-
-
-def part_args(task):
-    """{part: {option: the variables its value reads, as text}} of a host_tuning task: each part
-    is one Jinja dict expression in the task's vars (one template per part, not per option)."""
-    env = jinja2.Environment()
-    found = {}
-    for part, text in task.data["vars"]["__host_tuning_parts"].items():
-        body = env.parse(text).body
-        assert len(body) == 1 and isinstance(body[0], jinja2.nodes.Output), "%s: one expression" % part
-        [expression] = [n for n in body[0].nodes if not isinstance(n, jinja2.nodes.TemplateData) or n.data.strip()]
-        assert isinstance(expression, jinja2.nodes.Dict), "%s must be a dict of the module's options" % part
-        options = {}
-        for pair in expression.items:
-            assert isinstance(pair.key, jinja2.nodes.Const), "%s: option names are plain strings" % part
-            names = sorted(set(n.name for n in pair.value.find_all(jinja2.nodes.Name)))
-            options[pair.key.value] = " ".join("{{ %s }}" % name for name in names)
-        found[part] = options
-    return found
 
 
 def verify_tasks():
     return tasks_of("verify", "main.yml")
 
 
-def readback_include():
-    includes = [t for t in verify_tasks()
+def plan_include(role, filename):
+    includes = [t for t in tasks_of(role, filename)
                 if "ansible.builtin.include_role" in t.data
                 and t.data["ansible.builtin.include_role"].get("name") == "gpufleet.tuning.host"]
-    assert len(includes) == 1, "the verify role must include gpufleet.tuning.host once, found %d" % len(includes)
-    return includes[0]
+    assert len(includes) == 1, "the %s role must include gpufleet.tuning.host once, found %d" % (role, len(includes))
+    include = includes[0]
+    args = include.data["ansible.builtin.include_role"]
+    assert args.get("tasks_from") == "plan", (
+        "%s: tasks_from must be 'plan' (no .yml: the name also selects the argument spec entry point)" % include.where)
+    return include
 
 
 def _key(task):
     return (os.path.relpath(task.path, REPO), task.name)
 
 
-# ------------------------------------------------------------------------------ the shared task
+# ------------------------------------------------------------------------------ the part tasks
 
-def test_the_host_role_applies_the_shared_tuning_task():
-    applied = set(_key(t) for t in host_main())
-    assert _key(host_tuning_task()) in applied, (
-        "roles/host/tasks/main.yml must import host_tuning.yml (what the verify role reads back)")
+def test_the_host_role_applies_one_task_per_part_in_order():
+    applied = [t.module for t in host_main() if t.module in PARTS and t.data.get("check_mode") is not True]
+    assert applied == list(PARTS), "roles/host/tasks/main.yml must apply the parts in order: %s" % applied
+    parts = load(os.path.join(ROLES, "host", "vars", "main.yml"))["__host_parts"]
+    assert parts == {"runtime": RUNTIME, "reboot_required": REBOOT}
 
 
-def test_every_tuning_module_task_of_the_host_role_is_the_shared_one():
-    """A host task calling a tuning module of this collection, anywhere in the role, must be the
-    host_tuning call: only that is read back by the verify role. The reboot contract's re-read
-    after a reboot (check mode, the same part's arguments) is the one other call."""
+def test_every_tuning_module_task_of_the_host_role_is_a_part_task():
+    """A host task calling a tuning module of this collection must be its part's task: only
+    those are planned and read back. The reboot contract's re-read after a reboot (check mode,
+    the part's own arguments) is the one other call."""
+    parts = set(_key(part_task(part)) for part in PARTS)
     calls = [t for t in host_main() if t.module and t.module not in RECORD_KEEPING]
-    others = sorted(t.where for t in calls if _key(t) != _key(host_tuning_task())
+    others = sorted(t.where for t in calls if _key(t) not in parts
                     and not (t.path.endswith("/reboot.yml") and t.data.get("check_mode") is True))
-    assert not others, "tuning module tasks of the host role outside host_tuning.yml: %s" % others
-    assert any(_key(t) == _key(host_tuning_task()) for t in calls), "the host role must apply host_tuning.yml"
+    assert not others, "tuning module tasks of the host role outside their part files: %s" % others
 
 
-def test_the_shared_task_carries_every_phase_and_part_tag():
-    tags = host_tuning_task().tags
-    assert {"runtime", "reboot_required"} <= tags
-    assert set(engine.TAG.values()) <= tags, "part tags missing: %s" % sorted(set(engine.TAG.values()) - tags)
-    assert sorted(part_args(host_tuning_task())) == sorted(engine.PARTS), "every part of the engine, each with its options"
+@pytest.mark.parametrize("part", list(PARTS))
+def test_each_part_task_carries_its_phase_and_its_own_tag(part):
+    phase, tag = PARTS[part]
+    task = part_task(part)
+    assert set(_as_list(task.data.get("tags"))) == {phase, tag}, "%s: tags %s" % (task.where, task.data.get("tags"))
 
 
-def test_the_verify_role_runs_that_very_task_in_check_mode_for_the_runtime_parts():
-    include = readback_include()
-    args = include.data["ansible.builtin.include_role"]
-    assert args.get("tasks_from") == "host_tuning", (
-        "%s: tasks_from must be 'host_tuning' (no .yml: the name also selects the argument spec entry point)" % include.where)
-    apply = args.get("apply") or {}
-    assert apply.get("check_mode") is True, "%s: apply.check_mode must be true: the read-back changes nothing" % include.where
-    assert "verify" in _as_list(apply.get("tags")), "%s: apply.tags must hold verify (--tags verify alone)" % include.where
-    assert not apply.get("ignore_errors"), "%s: ignore_errors would hide the argument validation" % include.where
-    assert {"verify", "runtime"} <= include.tags, "%s: the include itself must carry verify and runtime" % include.where
-    assert any("verify_readback_enabled" in str(cond) for cond in include.when), (
-        "%s: the read-back must follow verify_readback_enabled" % include.where)
-    verify_vars = load(os.path.join(ROLES, "verify", "vars", "main.yml"))
-    assert verify_vars["__verify_readback_parts"] == list(engine.RUNTIME_PARTS)
-    assert include.data["vars"]["__host_tuning_plan"] == "{{ __verify_readback_parts }}"
-    assert include.data["vars"]["__host_tuning_apply"] == "{{ __verify_readback_parts }}"
-
-
-def test_the_shared_task_only_calls_the_module():
+@pytest.mark.parametrize("part", list(PARTS))
+def test_each_part_task_only_calls_its_module(part):
     """No notify (a handler must not fire from the read-back), no always tag (it would print
-    twice), no keyword that would differ between the apply and the read-back."""
-    task = host_tuning_task()
+    twice), no keyword that would differ between the apply and the plan; a condition only where
+    a role switch turns the part off; registered as __host_<part>; its record kept by the module."""
+    task = part_task(part)
     assert "notify" not in task.data, "%s: a notify would fire from the read-back" % task.where
     assert "always" not in task.tags, "%s: an always-tagged task runs twice" % task.where
-    for keyword in ("check_mode", "ignore_errors", "changed_when", "failed_when", "delegate_to", "when"):
-        assert keyword not in task.data, "%s: %s would differ between the apply and the read-back" % (task.where, keyword)
-    assert task.data.get("register") == "__host_tuning", "%s: register as __host_tuning" % task.where
+    for keyword in ("check_mode", "ignore_errors", "changed_when", "failed_when", "delegate_to", "loop"):
+        assert keyword not in task.data, "%s: %s would differ between the apply and the plan" % (task.where, keyword)
+    assert _as_list(task.data.get("when")) == _as_list(SWITCHES.get(part)), "%s: when %r" % (task.where, task.data.get("when"))
+    assert task.data.get("register") == "__host_" + part, "%s: register as __host_%s" % (task.where, part)
+    assert task.args.get("state_path") == "{{ host_state_path if host_state_record | bool else omit }}", task.where
+    assert task.args.get("run_id") == "{{ __host_run_id | default(omit) }}", task.where
+
+
+def test_the_plan_entry_point_includes_the_very_part_files_in_check_mode():
+    tasks = tasks_of("host", "plan.yml")
+    include = [t for t in tasks if "ansible.builtin.include_tasks" in t.data]
+    assert len(include) == 1, "roles/host/tasks/plan.yml includes the part files once"
+    args = include[0].data["ansible.builtin.include_tasks"]
+    assert args["file"] == "{{ __host_part }}.yml" and include[0].data["loop_control"]["loop_var"] == "__host_part"
+    assert args["apply"]["check_mode"] is True, "the plan changes nothing"
+    assert args["apply"]["ignore_errors"] is True, "a part that cannot plan is a failed result, judged by the caller"
+    assert "always" in _as_list(args["apply"]["tags"]), "the included tasks run whatever the tags that ran the include"
+    assert "host_plan_parts" in include[0].data["vars"]["__host_plan_todo"]
+    assert any("host_plan:" in yaml.safe_dump(t.data) for t in tasks), "the plan is published as host_plan"
+
+
+@pytest.mark.parametrize("role, filename, parts", [
+    ("verify", "readback.yml", "{{ __verify_readback_parts }}"),
+    ("audit", "report.yml", "{{ [] if __audit_in_container else __audit_parts.runtime + __audit_parts.reboot_required }}"),
+])
+def test_the_verify_role_and_the_audit_plan_through_the_host_role(role, filename, parts):
+    include = plan_include(role, filename)
+    assert include.data["vars"]["host_plan_parts"] == parts
+    apply = include.data["ansible.builtin.include_role"].get("apply") or {}
+    assert "check_mode" not in apply, "%s: the plan entry point sets check mode itself" % include.where
+    tag = "verify" if role == "verify" else "audit"
+    assert tag in _as_list(apply.get("tags")) and tag in include.tags, "%s: tagged %s" % (include.where, tag)
+    if role == "verify":
+        assert any("verify_readback_enabled" in str(cond) for cond in include.when), (
+            "%s: the read-back must follow verify_readback_enabled" % include.where)
+        assert load(os.path.join(ROLES, "verify", "vars", "main.yml"))["__verify_readback_parts"] == RUNTIME
+    else:
+        assert load(os.path.join(ROLES, "audit", "vars", "main.yml"))["__audit_parts"] == {
+            "runtime": RUNTIME, "reboot_required": REBOOT}
 
 
 def test_every_read_back_result_reaches_the_report():
-    listed = load(os.path.join(ROLES, "verify", "vars", "main.yml"))["__verify_readback_modules"]
-    runtime = [name for name in engine.RESULT_NAMES if engine.PHASE[engine.PART_OF[name]] == "runtime"]
-    assert listed == runtime, ("roles/verify/vars/main.yml __verify_readback_modules must list the results of the "
-                               "engine's runtime parts in their order: %s, not %s" % (runtime, listed))
     readback = open(os.path.join(ROLES, "verify", "tasks", "readback.yml")).read()
     report = open(os.path.join(ROLES, "verify", "tasks", "report.yml")).read()
-    assert "__verify_readback_modules" in readback and "__verify_readback:" in readback
-    assert re.search(r"readback: .*__verify_readback\b", report), "verify.json must keep the read-back per module"
+    assert "__verify_readback_parts" in readback and "__verify_readback:" in readback and "host_plan" in readback
+    assert re.search(r"readback: .*__verify_readback\b", report), "verify.json must keep the read-back per part"
     assert re.search(r"'readback': __verify_readback\b", report), "the judgement must read the read-back"
 
 
-def test_nothing_after_the_read_back_reads_the_result_it_replaced():
-    """The read-back re-registers __host_tuning (and with it the __host_<module> views of
-    vars/main.yml); the host role's handlers run at the end of the play, after it, so they must
-    not read those."""
-    views = set(load(os.path.join(ROLES, "host", "vars", "main.yml")))
+def test_handlers_read_the_published_results_not_the_registers():
+    """The plan entry point re-registers __host_<part> in check mode (the audit, the read-back)
+    before the handlers run at the end of the play: they read host_lxc_memlock, published by the
+    summary after the apply."""
     for name in os.listdir(os.path.join(ROLES, "host", "handlers")):
         text = yaml.safe_dump(load(os.path.join(ROLES, "host", "handlers", name)), width=1 << 20)  # no comments
-        for var in {"__host_tuning"} | set(v for v in views if v.startswith("__host_")):
-            assert not re.search(r"\b%s\b" % re.escape(var), text), (
-                "roles/host/handlers/%s reads %s, which the verify role's read-back replaces before handlers run"
-                % (name, var))
+        assert not re.search(r"\b__host_", text), "roles/host/handlers/%s reads a register of the part tasks" % name
 
 
 def test_the_verify_role_calls_no_tuning_module_itself():
     """Per-module read-back tasks with their own arguments are what drifted from the host role."""
     direct = sorted(set(t.module for t in verify_tasks() if t.module and t.module not in RECORD_KEEPING + CONTROLLER_ACTIONS))
-    assert direct == ["p2p_bandwidth"], "the verify role calls %s itself; read back through host_tuning.yml" % direct
+    assert direct == ["p2p_bandwidth"], "the verify role calls %s itself; read back through the host role's plan" % direct
 
 
 # ------------------------------------------------------------------------------ options, once
 
-def tuning_host_vars():
+def part_host_vars():
     found = {}
-    task = host_tuning_task()
-    data = dict((k, v) for k, v in task.data.items() if k not in ("name", "register", "tags"))
-    for var in role_vars_in(data):
-        found.setdefault(var, task.where)
+    for part in PARTS:
+        task = part_task(part)
+        data = dict((k, v) for k, v in task.data.items() if k not in ("name", "register", "tags"))
+        for var in role_vars_in(data):
+            found.setdefault(var, task.where)
     # The LXC part's inventory containers (vars/main.yml, __host_lxc_memlock_inventory).
     for var in role_vars_in(load(os.path.join(ROLES, "host", "vars", "main.yml"))["__host_lxc_memlock_inventory"]):
         found.setdefault(var, "roles/host/vars/main.yml")
     return found
 
 
-def test_every_tuning_option_is_declared_in_the_host_tuning_entry_point():
+def test_every_part_option_is_declared_in_the_plan_entry_point():
     specs = argument_specs("host")
-    declared = specs["host_tuning"]["options"]
-    used = tuning_host_vars()
+    declared = specs["plan"]["options"]
+    used = part_host_vars()
     undeclared = sorted("%s (%s)" % (var, where) for var, where in used.items() if var not in declared)
-    assert not undeclared, ("host variables passed by the tuning task but missing from the host_tuning entry point "
-                            "of roles/host/meta/argument_specs.yml: %s" % undeclared)
-    unused = sorted(set(declared) - set(used))
-    assert not unused, "the host_tuning entry point declares options the tuning task does not use: %s" % unused
+    assert not undeclared, ("host variables passed by the part tasks but missing from the plan entry point of "
+                            "roles/host/meta/argument_specs.yml: %s" % undeclared)
+    unused = sorted(set(declared) - set(used) - {"host_plan_parts"})
+    assert not unused, "the plan entry point declares options no part task uses: %s" % unused
 
 
-def test_the_main_entry_point_takes_the_tuning_options_as_they_are():
+def test_the_main_entry_point_takes_the_part_options_as_they_are():
     specs = argument_specs("host")
-    main, tuning = specs["main"]["options"], specs["host_tuning"]["options"]
-    for name, spec in tuning.items():
-        assert main.get(name) == spec, "host option %s differs between the main and host_tuning entry points" % name
+    main, plan = specs["main"]["options"], specs["plan"]["options"]
+    for name, spec in plan.items():
+        assert main.get(name) == spec, "host option %s differs between the main and plan entry points" % name
 
 
 def _comparable(value):
     return yaml.safe_load(yaml.safe_dump(value))
 
 
-@pytest.mark.parametrize("role", ["host", "verify", "container"])
+@pytest.mark.parametrize("role", ["host", "verify", "container", "audit"])
 def test_defaults_and_argument_spec_agree(role):
     defaults = role_defaults(role)
     options = {}
@@ -448,45 +463,13 @@ def test_role_variables_are_named_after_the_module_arguments_they_set():
             refs = role_vars_in(value)
             if not refs or (task.module, arg) in DERIVED_ARGUMENTS:
                 continue
+            if arg in RECORD_OPTIONS:
+                if not refs <= set(RECORD_OPTIONS[arg]) | {"host_state_record", "container_state_record"}:
+                    wrong.append("%s: %s from %s" % (task.where, arg, sorted(refs)))
+                continue
             prefixes = PREFIXES.get((task.role, task.module))
             assert prefixes, "%s: declare the %s role's variable prefix for %s in PREFIXES" % (
                 task.where, task.role, task.module)
             if not refs & set(prefix + arg for prefix in prefixes):
                 wrong.append("%s: %s from %s, not %s" % (task.where, arg, sorted(refs), prefixes[-1] + arg))
     assert not wrong, "role variables not named after the module argument they set: %s" % wrong
-
-
-# The LXC part's options, as host_tuning takes them: discovery's (lxc_containers), the limit's
-# (lxc_memlock) and the two lists it merges.
-LXC_PART_MODULES = ("lxc_containers", "lxc_memlock")
-LXC_PART_DERIVED = {
-    "inventory": "the inventory's containers of this host (vars/main.yml, from gpufleet_lxc_host)",
-    "containers": "host_lxc_containers, the hand-written list",
-}
-
-
-def test_each_part_s_options_are_its_module_s_and_named_after_them():
-    """Inside the host_tuning call each part is its module: an option of that module (not an
-    alias), set by the role's variable of that module's prefix and the option's name."""
-    wrong = []
-    task = host_tuning_task()
-    for part, options in part_args(task).items():
-        modules = LXC_PART_MODULES if part == "lxc_memlock" else (part,)
-        known = {}
-        for module in modules:
-            known.update(module_options(module))
-        for arg, value in options.items():
-            if part == "lxc_memlock" and arg in LXC_PART_DERIVED:
-                continue
-            if arg not in known:
-                aliased = [name for name, aliases in known.items() if arg in aliases]
-                wrong.append("%s: %s is %s" % (part, arg, "an alias of %s" % aliased[0] if aliased else "not an option"))
-                continue
-            refs = role_vars_in(value)
-            if not refs or (part, arg) in DERIVED_ARGUMENTS:
-                continue
-            prefixes = sum((PREFIXES.get(("host", module), ()) for module in modules), ())
-            assert prefixes, "declare the host role's variable prefix for %s in PREFIXES" % part
-            if not refs & set(prefix + arg for prefix in prefixes):
-                wrong.append("%s: %s from %s, not %s" % (part, arg, sorted(refs), prefixes[-1] + arg))
-    assert not wrong, "host variables not named after the option they set: %s" % wrong

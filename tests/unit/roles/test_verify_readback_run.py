@@ -1,8 +1,8 @@
-"""The verify role's read-back, run with ansible-playbook: the host role's tuning task again.
+"""The verify role's read-back, run with ansible-playbook: the host role's part tasks again.
 
-Everything runs with --tags verify, so the host role's own tuning task is skipped and the
-read-back (the same task, in check mode, for the runtime parts) is the only thing that touches
-this machine: nothing is written. The tuning is narrowed to what reads the same everywhere: one sysctl at its current
+Everything runs with --tags verify, so the host role's own part tasks are skipped and the
+read-back (the same part tasks through the host role's plan entry point, in check mode, for the
+runtime parts) is the only thing that touches this machine: nothing is written. The tuning is narrowed to what reads the same everywhere: one sysctl at its current
 value under a profile name no host has, no PCIe, no CPU power request, nvidia_peermem only with
 RDMA devices and not required, and one LXC container: a config file in the test's folder,
 which lacks the memlock limit, so its read-back must report drift from its change records.
@@ -18,7 +18,7 @@ import yaml
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-MODULES = yaml.safe_load(open(os.path.join(REPO, "roles", "verify", "vars", "main.yml")))["__verify_readback_modules"]
+MODULES = yaml.safe_load(open(os.path.join(REPO, "roles", "verify", "vars", "main.yml")))["__verify_readback_parts"]
 SUMMARY = "TASK [gpufleet.tuning.host : Summarize what this run changed on the host]"
 
 HOST_AND_VERIFY = """
@@ -104,6 +104,7 @@ def test_tags_verify_alone_reads_back_every_module(request, which):
     assert sysctl["path"].endswith("-gpufleet-unit-test-readback.conf"), sysctl["path"]
     assert result["readback"]["pcie_maxreadreq"]["skipped"] is True  # host_pcie_mrrs_enabled false
     # The container list comes from the host role's variables too, with no apply in this run.
+    assert result["applied_in_run"] == []
     items = result["readback"]["lxc_memlock"]["results"]
     assert [item["path"] for item in items] == [str(tmp / "lxc" / "web" / "config")]
 
@@ -131,7 +132,7 @@ def test_the_summary_prints_once_and_no_handler_runs(tune_play):
 def test_the_read_back_validates_the_host_variables_without_the_host_role(tmp_path):
     rc, out = run(tmp_path, VERIFY_ONLY, "-e", "host_pcie_size=3000")
     assert rc != 0
-    assert "Validating arguments against arg spec 'host_tuning'" in out and "host_pcie_size" in out, out
+    assert "Validating arguments against arg spec 'plan'" in out and "host_pcie_size" in out, out
     assert not (tmp_path / "artifacts" / "node1" / "verify.json").exists()
 
 

@@ -8,6 +8,8 @@ import os
 import stat
 
 import pytest
+
+from ansible.errors import AnsibleActionFail
 import yaml
 
 from ansible_collections.gpufleet.tuning.plugins.action import audit_judge
@@ -153,16 +155,15 @@ def test_an_unknown_option_is_refused(tmp_path):
     assert not folder.exists()
 
 
-def test_the_rules_file_is_parsed_once_while_unchanged(tmp_path):
+def test_a_rules_file_that_is_not_yaml_or_missing_is_named(tmp_path):
     rules = tmp_path / "rules.yml"
-    every = audit_cases.rules()
-    rules.write_text(yaml.safe_dump(dict(every, rules=every["rules"][:3])))
-    first = audit_judge.load_rules_file(str(rules))
-    assert audit_judge.load_rules_file(str(rules)) is first, "parsed again although unchanged"
-    rules.write_text(yaml.safe_dump(dict(every, rules=every["rules"][:2])))
-    os.utime(str(rules), ns=(1, 1))
-    again = audit_judge.load_rules_file(str(rules))
-    assert again is not first and len(again["rules"]) == 2
+    rules.write_text("rules: [\n")
+    with pytest.raises(AnsibleActionFail, match="the rules file %s is not YAML" % rules):
+        audit_judge.load_rules_file(str(rules))
+    with pytest.raises(AnsibleActionFail, match="cannot read the rules file"):
+        audit_judge.load_rules_file(str(tmp_path / "missing.yml"))
+    with pytest.raises(AnsibleActionFail, match="must be an absolute path"):
+        audit_judge.load_rules_file("rules.yml")
 
 
 def test_a_previous_audit_that_is_not_a_plain_file_is_no_comparison(tmp_path):

@@ -1,4 +1,5 @@
-"""The host role's container logic: which containers get the limit, and what the summary says."""
+"""The host's container logic: which containers get the limit (lxc_targets.merge, what
+gpufleet.tuning.lxc_memlock raises over a selection), and what the summary says."""
 
 import pytest
 
@@ -7,7 +8,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.tuning.plugins.filter.change_summary import change_summary
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.filter.lxc_memlock_report import lxc_memlock_report
-from ansible_collections.gpufleet.tuning.plugins.filter.lxc_memlock_targets import lxc_memlock_targets
+from ansible_collections.gpufleet.tuning.plugins.module_utils import lxc_targets
 
 
 def record(cid, selected, reason, **kw):
@@ -33,7 +34,7 @@ DISCOVERY = {
 # --- targets -----------------------------------------------------------------------------------
 
 def test_discovered_targets_by_vmid_or_path():
-    targets = lxc_memlock_targets(DISCOVERY)
+    targets = lxc_targets.merge(DISCOVERY)
     assert targets == [
         {"vmid": 101, "label": "101 (llm-serve-01)", "source": "selected: NVIDIA GPU passed through (dev0: /dev/nvidia0)"},
         {"vmid": 103, "label": "103 (llm-serve-03)", "source": "selected: NVIDIA GPU passed through (dev0: /dev/nvidia0)"},
@@ -42,18 +43,18 @@ def test_discovered_targets_by_vmid_or_path():
 
 
 def test_each_config_once_and_a_given_limit_wins():
-    inventory = [{"guest": "llm-serve-01.example.net", "vmid": 101, "limit": "68719476736"},
-                 {"guest": "llm-serve-09.example.net", "vmid": 109, "limit": "unlimited"}]
-    explicit = [{"path": "/etc/pve/lxc/103.conf", "limit": "1024:unlimited"}, {"name": "web"},
-                {"path": "/var/lib/lxc/web/config"}, {"vmid": "104"}]
-    targets = lxc_memlock_targets(DISCOVERY, inventory, explicit)
+    containers = [{"guest": "llm-serve-01.example.net", "vmid": 101, "limit": "68719476736"},
+                  {"guest": "llm-serve-09.example.net", "vmid": 109, "limit": "unlimited"},
+                  {"path": "/etc/pve/lxc/103.conf", "limit": "1024:unlimited"}, {"name": "web"},
+                  {"path": "/var/lib/lxc/web/config"}, {"vmid": "104"}]
+    targets = lxc_targets.merge(DISCOVERY, containers)
     assert [t["label"] for t in targets] == [
         "101 (llm-serve-01)", "103 (llm-serve-03)", "serving", "109 (llm-serve-09.example.net)", "web", "104"]
     assert targets[0]["limit"] == "68719476736" and targets[0]["vmid"] == 101
     assert targets[0]["source"].endswith("; inventory host llm-serve-01.example.net")
-    assert targets[1]["limit"] == "1024:unlimited" and targets[1]["source"].endswith("; listed in host_lxc_containers")
+    assert targets[1]["limit"] == "1024:unlimited" and targets[1]["source"].endswith("; listed in containers")
     assert "limit" not in targets[2]
-    assert targets[4] == {"name": "web", "label": "web", "source": "listed in host_lxc_containers"}
+    assert targets[4] == {"name": "web", "label": "web", "source": "listed in containers"}
     # The inventory host of a container stays with it, found first by discovery or not, so a
     # play on that host finds what was done for it (a rollout's container step).
     assert [t.get("guest") for t in targets] == [
@@ -61,23 +62,24 @@ def test_each_config_once_and_a_given_limit_wins():
 
 
 def test_nothing_discovered_is_fine():
-    assert lxc_memlock_targets({}) == []
-    assert lxc_memlock_targets({"skipped": True}, [], [{"vmid": 101}]) == [
-        {"vmid": 101, "label": "101", "source": "listed in host_lxc_containers"}]
+    assert lxc_targets.merge({}) == []
+    assert lxc_targets.merge({"skipped": True}, [{"vmid": 101}]) == [
+        {"vmid": 101, "label": "101", "source": "listed in containers"}]
 
 
-@pytest.mark.parametrize("explicit, message", [
+@pytest.mark.parametrize("containers, message", [
     ([{"vmdi": 101}], "unknown key(s) vmdi"),
     ([{"vmid": 101, "name": "x"}], "2 of vmid, name, path given"),
     ([{}], "0 of vmid, name, path given"),
     ([101], "is not valid: each container is a dict"),
     ([{"vmid": "abc"}], "vmid 'abc' is not valid"),
     ([{"vmid": True}], "vmid True is not valid"),
+    ([{"path": "/etc/pve/lxc/101.conf", "guest": "ct1"}], "must name its container by vmid or name"),
 ])
-def test_bad_explicit_entries_name_the_entry(explicit, message):
-    with pytest.raises(AnsibleFilterError) as exc:
-        lxc_memlock_targets(DISCOVERY, [], explicit)
-    assert "host_lxc_containers[0]" in str(exc.value) and message in str(exc.value)
+def test_bad_entries_name_the_entry(containers, message):
+    with pytest.raises(lxc_targets.TargetError) as exc:
+        lxc_targets.merge(DISCOVERY, [{"vmid": 101}] + containers)
+    assert "containers[1]" in str(exc.value) and message in str(exc.value)
 
 
 # --- report ------------------------------------------------------------------------------------

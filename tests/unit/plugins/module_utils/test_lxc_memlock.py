@@ -221,7 +221,7 @@ def test_a_directory_is_an_error(host):
     (dict(name="../etc"), "name '../etc' is not valid"),
     (dict(name="a/b"), "name 'a/b' is not valid"),
     (dict(path="relative/101.conf"), "an absolute path"),
-    (dict(), "exactly one of vmid, name or path (got none)"),
+    (dict(), "name the container(s): one of vmid, name or path, or select"),
     (dict(vmid=101, name="x"), "exactly one of vmid, name or path (got vmid, name)"),
     (dict(vmid=101, backup="yes"), "backup must be true or false"),
 ])

@@ -78,7 +78,11 @@ def test_a_later_run_keeps_the_first_before(tmp_path):
     _tune(tmp_path, paths, "run-2")
     saved = json.loads((tmp_path / "var/lib/gpufleet-tuning/state.json").read_text())
     swap = saved["items"]["sysctl:vm.swappiness"]
-    assert (swap["before"], swap["first_run"], swap["last_run"]) == ("60", "run-1", "run-1")
+    # run-2 found 30 (set by hand) and set 10 again: the first before stays, and undoing run-2
+    # alone (a rollout's revert) puts back what it found.
+    assert (swap["before"], swap["first_run"], swap["last_run"]) == ("60", "run-1", "run-2")
+    assert store.run_target(swap, "run-2") == ("30", True)
+    assert store.run_target(swap, "run-1") == ("60", True)
 
 
 def test_second_record_of_the_same_run_changes_nothing(tmp_path):

@@ -75,7 +75,7 @@ def test_argspec_exactly_one_target(tmp_path, monkeypatch, capsys):
     failed, result = run_module(lxc_memlock, {"vmid": 101, "name": "x"}, capsys)
     assert failed and "mutually exclusive" in result["msg"]
     failed, result = run_module(lxc_memlock, {"limit": "unlimited"}, capsys)
-    assert failed and "one of the following is required" in result["msg"]
+    assert failed and "name the container(s): one of vmid, name or path, or select" in result["msg"]
 
 
 def test_locked_container_is_pending_and_the_task_succeeds(tmp_path, monkeypatch, capsys):

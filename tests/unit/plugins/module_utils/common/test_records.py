@@ -53,3 +53,56 @@ def test_from_managed_files_changes(tmp_path):
     assert got[1]["before"] is None and got[1]["after"] == {"link": "../x.service"}
     assert got[2]["before"]["sha256"] == hashlib.sha256(MARK.encode()).hexdigest() and got[2]["after"] is None
     assert all(records.is_record(r) for r in got)
+
+
+# --- claimed: which records a module result claims -----------------------------------------------
+
+SWAP = records.value("sysctl", "vm.swappiness", "60", "10")
+CONF = records.file_change("lxc_memlock", "/etc/pve/lxc/101.conf", b"a\n", b"a\nb\n", 0o640, 0o640)
+WEB = records.file_change("lxc_memlock", "/etc/pve/lxc/104.conf", b"w\n", b"w\nb\n", 0o640, 0o640)
+
+
+def test_claimed_a_plain_result_claims_its_own_changes():
+    assert records.claimed({"changed": True, "changes": [SWAP, CONF]}) == [SWAP, CONF]
+    assert records.claimed({"changed": True, "changes": [SWAP], "failed": False}) == [SWAP]
+    assert records.claimed({"changed": False, "changes": []}) == []
+    # a result without changes, or with null changes, claims nothing
+    assert records.claimed({"changed": False}) == []
+    assert records.claimed({"changed": False, "changes": None}) == []
+
+
+def test_claimed_a_failed_result_claims_nothing():
+    # a module restores what it applied before it fails
+    assert records.claimed({"failed": True, "changes": [SWAP]}) == []
+    assert records.claimed({"failed": True, "msg": "boom"}) == []
+
+
+def test_claimed_a_loop_claims_the_items_that_did_not_fail():
+    result = {"changed": True, "changes": [SWAP],  # the top level is not counted twice
+              "results": [{"item": "101", "changed": True, "changes": [CONF]},
+                          {"item": "150", "failed": True, "changes": [SWAP], "msg": "missing"},
+                          {"item": "104", "changed": True, "failed": False, "changes": [WEB]}]}
+    assert records.claimed(result) == [CONF, WEB]
+    # a loop's failure (one item failed) still claims what the others changed
+    assert records.claimed(dict(result, failed=True)) == [CONF, WEB]
+    assert records.claimed({"results": []}) == []
+
+
+def test_claimed_items_whose_changes_are_missing_or_not_records():
+    result = {"results": [{"item": "a"},                      # no changes key
+                          {"item": "b", "changes": None},    # null
+                          {"item": "c", "changes": [CONF, "not a record", None, 3]},
+                          "skipped item",                    # not a dict
+                          None]}
+    assert records.claimed(result) == [CONF]
+
+
+@pytest.mark.parametrize("value", [None, [], [SWAP], "changes", 3, ("changes", [SWAP])])
+def test_claimed_anything_but_a_dict_claims_nothing(value):
+    assert records.claimed(value) == []
+
+
+def test_claimed_results_that_are_not_a_list_are_no_loop():
+    # ``results`` of another shape (a module's own field) does not make it a loop
+    assert records.claimed({"changes": [SWAP], "results": {"a": 1}}) == [SWAP]
+    assert records.claimed({"changes": [SWAP, "x"], "results": None}) == [SWAP]
