@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(REPO, ".collections"))
 
 # pylint: disable=wrong-import-position
 from ansible_collections.gpufleet.tuning.plugins.action import fleet_report  # noqa: E402
-from ansible_collections.gpufleet.tuning.plugins.module_utils.report import collect, page  # noqa: E402
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import collect, page  # noqa: E402
 from ansible_collections.gpufleet.tuning.tests.unit import fleet_artifacts_fake as fake  # noqa: E402
 
 

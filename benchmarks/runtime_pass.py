@@ -2,17 +2,19 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the collection's runtime pass costs against the playbook an operator writes by hand
-for the same settings, on the same target(s), in one run (issue 21: the measurement).
+for the same settings, on the same target(s), in one run (issues 21 and 35: the measurement).
 
-Why: `scripts/tune` runs an audit (node facts, what each part would change, rules and reports),
-records the node's before-state, tunes, and records what changed; a hand-written playbook just
-sets the values. This prints how much more wall time and controller CPU that
-costs, on a first pass (changes) and on a second pass (nothing to change).
+Why: `scripts/tune` runs an audit (node facts, what the parts the run does not apply would
+change, rules and reports), tunes with one task per part (each module records the node's
+before-state itself), and verifies (what it recorded is read back, drift listed); a
+hand-written playbook just sets the values. This prints how much more wall time and controller
+CPU that costs, on a first pass (changes) and on a second pass (nothing to change), and what a
+no-change pass of a large fleet would take from one controller (--model-nodes).
 
     .venv-test/bin/python benchmarks/runtime_pass.py                       # this machine, 3 rounds
     .venv-test/bin/python benchmarks/runtime_pass.py --rounds 5 --json /tmp/runtime-pass.json
     .venv-test/bin/python benchmarks/runtime_pass.py --hosts 4             # 4 podman containers
-    .venv-test/bin/python benchmarks/runtime_pass.py --hosts 1 4 16        # the curve, counts interleaved
+    .venv-test/bin/python benchmarks/runtime_pass.py --hosts 1 16          # 1 and 16 hosts, interleaved
     .venv-test/bin/python benchmarks/runtime_pass.py --collection tune host --profile-tasks 10
 
 Runs as root (it writes /proc/sys and /etc on the target). Standard library only; Ansible is
@@ -22,12 +24,11 @@ scripts/tune runs it: from the checkout, ANSIBLE_CONFIG=ansible.cfg, the collect
 containers.podman from that venv.
 
 What is compared (--collection, one or both):
-- tune (default): `ansible-playbook playbooks/tune.yml --tags runtime --skip-tags verify`, the
-  command scripts/tune runs, without the verify role. No variable turns the verify role off as
-  a whole (verify_p2p_enabled, verify_readback_enabled and verify_recorded_drift_enabled each
-  leave its checks and report tasks in place); --skip-tags verify leaves only its argument
-  validation (tagged always). The audit (tags audit, always) and the serving role (every task
-  skipped by its `when` without gpufleet_benchmark) stay: they are part of what an operator runs.
+- tune (default): `ansible-playbook playbooks/tune.yml --tags runtime -e verify_p2p_enabled=false`,
+  the command scripts/tune runs, with the verify role's read-back and recorded drift but without
+  the GPU peer-to-peer measurement (the naive playbook measures nothing; the targets have no
+  GPU). The audit (tags audit, always) and the serving role (every task skipped by its `when`
+  without gpufleet_benchmark) stay: they are part of what an operator runs.
 - host: benchmarks/runtime_pass/host_role.yml, the host role alone with --tags runtime: no audit,
   so no before-state planned from it (the after-record is still written).
 - naive: benchmarks/runtime_pass/naive.yml, one ansible.posix.sysctl task per key (file
@@ -105,10 +106,16 @@ Other containers, networks and volumes of the store are never touched. The harne
 both modes: a molecule stage compares this machine's sysctls around its scenario and tears the
 store down at its end.
 
-SSH pipelining: the collection's plays turn it on (gpufleet_pipelining, default true); the
-naive playbook runs with Ansible's default (off), as an operator's playbook does unless their
-ansible.cfg says otherwise; --naive-pipelining gives it pipelining too. With the local
-connection (localhost) pipelining changes little.
+SSH pipelining: on for both, from ansible.cfg (pipelining = True), the file both runs use.
+
+Fleet model (--model-nodes, default 1000, --model-forks, default 50, --model-cores, default this
+machine's): from the no-change pass at the smallest and the largest host count, the controller
+CPU one more host costs (the slope of the CPU between the two counts) and the wall time of one
+host's pass; a pass of N hosts with F forks then takes at least ceil(N / F) times the one-host
+wall time (the hosts of a task run F at a time, each as long as it takes alone) and at least
+N times the per-host CPU over the controller's cores (when the controller is the limit), and the
+model prints the larger of the two. It assumes targets on their own CPUs and a network like
+this machine's loopback; a slower network lengthens the one-host time it scales.
 
 Output: a plain-text table, and with --json PATH every run, the settings and exclusions, the
 medians and ratios, and the restore check. --profile-tasks N adds one more collection first and
@@ -125,6 +132,7 @@ import concurrent.futures
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
@@ -833,16 +841,17 @@ def parse_args(argv):
     parser.add_argument("--json", metavar="PATH", help="write every run and the summary here")
     parser.add_argument("--keep", action="store_true", help="leave the containers (still restored)")
     parser.add_argument("--collection", nargs="+", choices=["tune", "host"], default=["tune"],
-                        help="tune: playbooks/tune.yml --tags runtime --skip-tags verify (default); "
+                        help="tune: playbooks/tune.yml --tags runtime, P2P off (default); "
                              "host: the host role alone (benchmarks/runtime_pass/host_role.yml)")
     parser.add_argument("--forks", type=int, help="ansible-playbook --forks (default: ansible.cfg's)")
     parser.add_argument("--warm-ssh", action="store_true",
                         help="let a run reuse the ssh master connections an earlier run left (ControlPersist); "
                              "by default every run starts without any, as a pass run minutes after the last does")
     parser.add_argument("--no-lxc-fixture", action="store_true", help="no LXC serving container config on the targets")
-    parser.add_argument("--naive-pipelining", action="store_true",
-                        help="run the naive playbook with SSH pipelining too (the collection's plays turn it on, "
-                             "gpufleet_pipelining; Ansible's default, which the naive playbook gets, is off)")
+    parser.add_argument("--model-nodes", type=int, default=1000, help="fleet size the model prints (default 1000)")
+    parser.add_argument("--model-forks", type=int, default=50, help="forks of the modelled controller (default 50)")
+    parser.add_argument("--model-cores", type=int, default=os.cpu_count() or 1,
+                        help="CPU cores of the modelled controller (default: this machine's)")
     parser.add_argument("--no-naive-limits-d", action="store_true",
                         help="leave out the naive playbook's /etc/security/limits.d task (the host role sets "
                              "memlock in the LXC config, the container role inside the container)")
@@ -1031,6 +1040,42 @@ def print_curve(rows, rounds):
             row["over_smallest"], row["naive_over_smallest"], row["cpu_s"], row["naive_cpu_s"]))
 
 
+def fleet_model(by_hosts, playbooks, nodes, forks, cores):
+    """A no-change pass of ``nodes`` hosts from one controller with ``forks`` and ``cores``, per
+    playbook, from the measured medians at the smallest and largest count (module docstring)."""
+    counts = sorted(int(count) for count in by_hosts)
+    small, large = counts[0], counts[-1]
+    out = {"nodes": nodes, "forks": forks, "cores": cores, "from_hosts": [small, large], "playbooks": {}}
+    for playbook in playbooks:
+        low = by_hosts[str(small)]["summary"].get("%s/no-change" % playbook)
+        high = by_hosts[str(large)]["summary"].get("%s/no-change" % playbook)
+        if not (low and high):
+            continue
+        cpu_per_host = max((high["cpu_s_median"] - low["cpu_s_median"]) / float(large - small), 0.0)
+        one_host_wall = low["wall_s_median"]
+        by_wall = math.ceil(nodes / float(forks)) * one_host_wall
+        by_cpu = nodes * cpu_per_host / float(cores)
+        out["playbooks"][playbook] = {
+            "cpu_s_per_host": round(cpu_per_host, 3), "one_host_wall_s": one_host_wall,
+            "tasks_per_host": statistics.median(low["tasks_per_host"]),
+            "cpu_s_per_host_task": round(cpu_per_host / statistics.median(low["tasks_per_host"]), 4),
+            "wall_bound_s": round(by_wall, 1), "cpu_bound_s": round(by_cpu, 1),
+            "pass_s": round(max(by_wall, by_cpu), 1)}
+    return out
+
+
+def print_model(model):
+    log("")
+    log("model: a no-change pass of %d hosts, forks %d, %d controller core(s), from the medians at %d and %d host(s)"
+        % (model["nodes"], model["forks"], model["cores"], model["from_hosts"][0], model["from_hosts"][1]))
+    log("%-8s  %13s  %18s  %10s  %13s  %12s  %9s" % ("playbook", "cpu s / host", "cpu s / host+task", "1-host s",
+                                                    "wall bound s", "cpu bound s", "pass min"))
+    for name, row in model["playbooks"].items():
+        log("%-8s  %13.3f  %18.4f  %10.2f  %13.1f  %12.1f  %9.1f" % (
+            name, row["cpu_s_per_host"], row["cpu_s_per_host_task"], row["one_host_wall_s"], row["wall_bound_s"],
+            row["cpu_bound_s"], row["pass_s"] / 60.0))
+
+
 def worker_cpu(folder):
     """The workers' CPU by task from the files worker_cpu/sitecustomize.py wrote, most first."""
     found = {}
@@ -1178,7 +1223,7 @@ def main(argv=None):
         artifacts = os.path.join(tmp, "artifacts")
         collection_vars = {"host_sysctl_settings": kept, "host_sysctl_extra": {},
                            "audit_artifacts_dir": artifacts, "verify_artifacts_dir": artifacts,
-                           "serving_artifacts_dir": artifacts}
+                           "serving_artifacts_dir": artifacts, "verify_p2p_enabled": False}
         if cpu_power_off:
             collection_vars.update({"host_cpu_power_max_idle_latency_us": None, "host_cpu_power_governor": None,
                                     "host_cpu_power_energy_performance_preference": None,
@@ -1191,8 +1236,8 @@ def main(argv=None):
         def command(variant, count):
             inventory = inventories[count]
             return {
-                "tune": ["-i", inventory, os.path.relpath(TUNE_PLAYBOOK, REPO), "--tags", "runtime", "--skip-tags",
-                         "verify", "-e", "@" + collection_vars_file] + forks,
+                "tune": ["-i", inventory, os.path.relpath(TUNE_PLAYBOOK, REPO), "--tags", "runtime",
+                         "-e", "@" + collection_vars_file] + forks,
                 "host": ["-i", inventory, os.path.relpath(HOST_ROLE_PLAYBOOK, REPO), "--tags", "runtime",
                          "-e", "@" + collection_vars_file] + forks,
             }[variant]
@@ -1200,8 +1245,7 @@ def main(argv=None):
 
         log("target: %s" % where)
         log("ansible-playbook: %s" % playbook_bin)
-        log("SSH pipelining: collection on (gpufleet_pipelining), naive %s"
-            % ("on (--naive-pipelining)" if args.naive_pipelining else "off (Ansible's default; --naive-pipelining)"))
+        log("SSH pipelining: on for both (ansible.cfg)")
         if args.hosts:
             log("ssh master connections: %s" % (
                 "reused from run to run (--warm-ssh)" if args.warm_ssh
@@ -1233,8 +1277,6 @@ def main(argv=None):
 
         def naive_argv(count):
             argv = ["-i", inventories[count], os.path.relpath(NAIVE_PLAYBOOK, REPO), "-e", "@" + naive_vars_file] + forks
-            if args.naive_pipelining:
-                argv += ["-e", "ansible_pipelining=true"]
             return argv + (["--skip-tags", ",".join(skip_tags)] if skip_tags else [])
 
         def run_pair(variant, round_label, record, count):
@@ -1297,7 +1339,7 @@ def main(argv=None):
             json.dump(naive_vars, handle, indent=1)
         report["settings"]["naive_vars"] = naive_vars
         report["settings"]["naive_skip_tags"] = skip_tags
-        report["settings"]["naive_pipelining"] = bool(args.naive_pipelining)
+        report["settings"]["pipelining"] = "on for both (ansible.cfg)"
         restore_all("pristine")
         result = runner.run("warmup-naive-first", naive_argv(largest))
         check_run(result, names_of[largest])
@@ -1343,6 +1385,9 @@ def main(argv=None):
         if len(counts) > 1:
             report["curve"] = curve(report["by_hosts"], variants)
             print_curve(report["curve"], args.rounds)
+            report["model"] = fleet_model(report["by_hosts"], variants + ["naive"], args.model_nodes,
+                                          args.model_forks, args.model_cores)
+            print_model(report["model"])
 
         if args.profile_tasks:
             variant = variants[0]

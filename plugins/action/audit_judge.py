@@ -5,14 +5,16 @@
 
 Why an action plugin: the judgement and the files are the controller's (the rules, the
 comparison with the host's previous audit.json, the report), and a module would run them on the
-node. The same functions as the filters audit_rules, audit_since and audit_report, on plain data
-(the rules file parsed with PyYAML's safe loader), each host in its own task, so hosts are
-judged in parallel with the forks.
+node. The same functions as the filters audit_rules, audit_since and audit_report
+(plugin_utils/audit_rules.py, audit_since.py, audit_report.py), on plain data (the rules file
+parsed with PyYAML's safe loader), each host in its own task, so hosts are judged in parallel
+with the forks.
 
 The result is the audit itself (what audit.json holds) at the top level, with ``path`` and
 ``files`` (what was written) beside it, so ``register: audit_result`` gives the variable every
-reader of the audit uses. Files are written by gpufleet.tuning.artifact_files' own write() (its
-plan refuses a symbolic link before anything is written); in check mode nothing is written.
+reader of the audit uses. Files are written by the write() of gpufleet.tuning.artifact_files
+(plugin_utils/artifact_files.py: its plan refuses a symbolic link before anything is written); in
+check mode nothing is written.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.tuning.plugins.action import artifact_files
-from ansible_collections.gpufleet.tuning.plugins.filter import audit_report, audit_rules, audit_since
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_files
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import audit_report, audit_rules, audit_since
 
 # A previous audit.json larger than this is taken as damaged (no comparison), not read.
 PREVIOUS_MAX_BYTES = 16 * 1024 * 1024
@@ -77,13 +79,13 @@ def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous=
     if not isinstance(host, str) or not host:
         _fail("host must be the inventory name, got %r" % (host,))
     if not isinstance(facts, dict):
-        _fail("facts must be the facts of gpufleet.tuning.node_facts (a mapping), got %s" % artifact_files._kind(facts))
+        _fail("facts must be the facts of gpufleet.tuning.node_facts (a mapping), got %s" % artifact_files.type_name(facts))
     for name, value in (("plan", plan), ("params", params)):
         if value is not None and not isinstance(value, dict):
-            _fail("%s must be a mapping, got %s" % (name, artifact_files._kind(value)))
+            _fail("%s must be a mapping, got %s" % (name, artifact_files.type_name(value)))
     for name, value in (("rules_extra", extra), ("rules_disabled", disabled)):
         if value is not None and not isinstance(value, list):
-            _fail("%s must be a list, got %s" % (name, artifact_files._kind(value)))
+            _fail("%s must be a list, got %s" % (name, artifact_files.type_name(value)))
     facts, plan, params = audit_rules.plain(facts), audit_rules.plain(plan or {}), audit_rules.plain(params or {})
     try:
         audit = audit_rules.audit_rules(facts, rules, extra=extra, disabled=disabled, params=params, plan=plan)
@@ -123,7 +125,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        mode = artifact_files._mode(args.get("mode", "0644"), "mode")
+        mode = artifact_files.octal_mode(args.get("mode", "0644"), "mode")
         audit, changed = judge_and_write(args.get("host"), args.get("facts"), args.get("plan"), args.get("params"),
                                          args.get("rules_file"), args.get("rules_extra"), args.get("rules_disabled"),
                                          args.get("path"), mode, self._task.check_mode)

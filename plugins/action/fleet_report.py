@@ -8,13 +8,13 @@ files (every host's audit.json, verify.json and benchmark records, the fleet's a
 rollout records), so it is read and written in the controller process, as artifact_files writes
 the records: no module is sent anywhere, and no file crosses a connection.
 
-The reading and the rendering are module_utils/report (collect.py, charts.py, page.py), pure
-functions of the folder; here are the checks and the write: the folder must be an absolute
-path to a directory that exists (never a symbolic link, which is refused, never followed), the
-page must be a regular file or absent, and it is written whole and atomically (a temporary file
-beside it, renamed over it) only when its bytes or mode differ, so a second run over the same
-records changes nothing. In check mode nothing is written and ``changed`` says whether a
-write was due.
+The reading and the rendering are plugin_utils/report (collect.py, charts.py, page.py), pure
+functions of the folder that only the controller runs; here are the checks and the write: the
+folder must be an absolute path to a directory that exists (never a symbolic link, which is
+refused, never followed), the page must be a regular file or absent, and it is written whole
+and atomically (a temporary file beside it, renamed over it) only when its bytes or mode
+differ, so a second run over the same records changes nothing. In check mode nothing is written
+and ``changed`` says whether a write was due.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
-from ansible_collections.gpufleet.tuning.plugins.module_utils.report import collect
-from ansible_collections.gpufleet.tuning.plugins.module_utils.report import page
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import collect
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import page
 
 NAME = "fleet_report"
 PAGE = "index.html"

@@ -27,12 +27,9 @@ description:
     differ. A symbolic link where the folder or a file should be, or anything but a regular
     file where a file goes, is refused with an error naming it before anything is written.
   - Runs in the controller process itself, for whatever host the task is; no module is sent to
-    a host. The rules file is parsed once per controller process while it is unchanged.
-  - The result is the audit itself at its top level (what C(audit.json) holds).
-  - The audit role judges through M(gpufleet.tuning.host_tuning)'s
-    O(gpufleet.tuning.host_tuning#module:audit) option instead, which runs the same judgement in
-    the tuning call's own task (the audit is then that result's C(audit)); this module judges
-    facts read some other way, a task of its own.
+    a host. The rules file is read with YAML's safe loader.
+  - The result is the audit itself at its top level (what C(audit.json) holds). The audit role
+    calls it once per host (its C(report) entry point) and registers it as C(audit_result).
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -53,8 +50,7 @@ options:
     type: str
     required: true
   facts:
-    description: The host's facts as gpufleet.tuning.node_facts returns them (the C(facts) of
-      gpufleet.tuning.host_tuning with its O(gpufleet.tuning.host_tuning#module:facts) option).
+    description: The host's facts as M(gpufleet.tuning.node_facts) returns them (its C(facts)).
     type: dict
     required: true
   plan:

@@ -50,10 +50,12 @@ install_python_venv() {
     fi
 }
 
-# ensure_venv DIR REQUIREMENTS: create DIR and install REQUIREMENTS (with the constraints
-# lock) unless the same files were installed there already. Idempotent and fast when done.
+# ensure_venv DIR REQUIREMENTS [CONSTRAINTS]: create DIR and install REQUIREMENTS (with the
+# constraints lock, requirements/constraints.txt unless CONSTRAINTS names another file; an empty
+# CONSTRAINTS installs REQUIREMENTS alone, for a file that pins its whole tree itself) unless the
+# same files were installed there already. Idempotent and fast when done.
 ensure_venv() {
-    local dir="$1" requirements="$2" python stamp want
+    local dir="$1" requirements="$2" constraints="${3-$REPO_ROOT/requirements/constraints.txt}" python stamp want
     want="$(cat "$REPO_ROOT/requirements/"*.txt | sha256sum | cut -d' ' -f1)"
     stamp="$dir/.gpufleet-requirements"
     # The venv's own python must still start: a venv outlives the interpreter it was made
@@ -67,7 +69,7 @@ ensure_venv() {
     rm -rf "$dir"
     "$python" -m venv "$dir"
     "$dir/bin/python" -m pip install -q --upgrade pip
-    "$dir/bin/python" -m pip install -q -r "$requirements" -c "$REPO_ROOT/requirements/constraints.txt"
+    "$dir/bin/python" -m pip install -q -r "$requirements" ${constraints:+-c "$constraints"}
     echo "$want $(basename "$requirements")" >"$stamp"
 }
 

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.action import fleet_report
-from ansible_collections.gpufleet.tuning.plugins.module_utils.report import collect
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import collect
 from ansible_collections.gpufleet.tuning.tests.unit import fleet_artifacts_fake as fake
 
 OPEN_ALL = "document.querySelectorAll('details').forEach(d => d.open = true); document.body.offsetHeight"

@@ -26,15 +26,15 @@ import hashlib
 import json
 import os
 
-from ansible_collections.gpufleet.tuning.plugins.filter.artifact_dir import encode
-from ansible_collections.gpufleet.tuning.plugins.filter.audit_fleet import audit_fleet
-from ansible_collections.gpufleet.tuning.plugins.filter.audit_report import audit_report
-from ansible_collections.gpufleet.tuning.plugins.filter.audit_since import audit_since
-from ansible_collections.gpufleet.tuning.plugins.filter.benchmark_compare import benchmark_compare
-from ansible_collections.gpufleet.tuning.plugins.filter.rollout_report import rollout_result
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.artifact_dir import encode
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_fleet import audit_fleet
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_report import audit_report
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_since import audit_since
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.benchmark import benchmark_compare
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.rollout_report import rollout_result
 from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import p2p_plan
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import stats
-from ansible_collections.gpufleet.tuning.tests.unit.plugins.filter import audit_cases
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.plugin_utils import audit_cases
 
 AUDIT_TIME = "2026-12-01T07:01:00Z"
 PREVIOUS_TIME = "2026-11-30T07:01:00Z"

@@ -25,7 +25,7 @@ import pytest
 
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import run_playbook
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot
-from ansible_collections.gpufleet.tuning.tests.unit.plugins.filter import audit_cases
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.plugin_utils import audit_cases
 from ansible_collections.gpufleet.tuning.tests.unit.roles.test_host_verify_one_source import argument_specs
 from ansible_collections.gpufleet.tuning.tests.unit.roles.test_host_verify_one_source import role_defaults
 from ansible_collections.gpufleet.tuning.tests.unit.roles.test_host_verify_one_source import tasks_of

@@ -13,11 +13,11 @@ from ansible.errors import AnsibleActionFail
 import yaml
 
 from ansible_collections.gpufleet.tuning.plugins.action import audit_judge
-from ansible_collections.gpufleet.tuning.plugins.filter.audit_report import audit_report
-from ansible_collections.gpufleet.tuning.plugins.filter.audit_since import audit_since
-from ansible_collections.gpufleet.tuning.plugins.filter.audit_planned import audit_planned
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_report import audit_report
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_since import audit_since
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_planned import audit_planned
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import result_of, run_playbook
-from ansible_collections.gpufleet.tuning.tests.unit.plugins.filter import audit_cases
+from ansible_collections.gpufleet.tuning.tests.unit.plugins.plugin_utils import audit_cases
 
 INVENTORY = {"all": {"hosts": {"node-a": {"ansible_connection": "local",
                                           "ansible_python_interpreter": "/usr/bin/python3"}}}}

@@ -1,0 +1,779 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read an artifacts folder into one model of the fleet, for the fleet page.
+
+The files are the ones the collection already writes on the controller, read as their writers
+shape them, never guessed:
+
+- ``<host>/audit.json`` and ``system-improve.md`` (roles/audit/tasks/report.yml and fleet.yml:
+  audit_rules' evaluation with ``host``, ``time``, ``planned``, ``facts`` and ``since`` from
+  audit_since; the Markdown from audit_report, whose headings give the links, report/anchors);
+- ``<host>/verify.json`` (roles/verify/tasks/report.yml: ``p2p`` as p2p_bandwidth returns it,
+  ``p2p_staged``, ``drift``, ``recorded_drift``, ``failures``, ``comparison`` from p2p_compare);
+- ``<host>/benchmark.json`` (benchmark_compare with ``host``) and ``benchmark-before.json`` /
+  ``benchmark-after.json`` (inference_benchmark's result: levels with min/median/max per figure);
+- ``fleet-audit.json`` (audit_fleet), ``fleet-drift.json`` (host: recorded drift) and
+  ``rollout-<run id>.json`` (rollout_result: batches, batch_outcomes, hosts, verdict).
+
+Every file is optional and every key is read with a default: a host without P2P, without a
+benchmark, a failed host with some files only, a verify.json from before the link floors (the
+thresholds per link type instead of a floor per pair), an unreadable or damaged file (a note
+says which and why; the rest of the page is still made). Nothing is followed through a symbolic
+link: a linked host folder or file is left out with a note, as the writers refuse to write
+through one. Files are opened with O_NOFOLLOW and read up to MAX_FILE_BYTES.
+
+``collect(root)`` does the reading; ``host_model``, ``p2p_model``, ``benchmark_model`` and
+``rollout_model`` are pure functions of the loaded data, so the tests give them shapes directly.
+Nothing reads the clock: the same folder gives the same model.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import re
+import stat
+
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import anchors as anchors_mod
+from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import stats
+
+MAX_FILE_BYTES = 64 << 20
+SEVERITIES = ("P0", "P1", "P2")
+HOST_FILES = ("audit.json", "system-improve.md", "verify.json", "benchmark.json", "benchmark-before.json",
+              "benchmark-after.json")
+# Files of a host's folder the page links to when they are there.
+LINKED_FILES = ("system-improve.md", "audit.json", "verify.json", "verify.previous.json", "benchmark.md", "benchmark.json")
+ROLLOUT_FILE = re.compile(r"rollout-([A-Za-z0-9._-]+)\.json\Z")
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+# The four P2P matrices of a host: (key, p2p_bandwidth's field, pair kind, title).
+MATRICES = (
+    ("uni_peer", "unidirectional_p2p_gbps", "uni", "one way, peer access"),
+    ("uni_staged", "unidirectional_staged_gbps", "uni", "one way, staged through the host"),
+    ("bidi_peer", "bidirectional_p2p_gbps", "bidi", "both ways, peer access"),
+    ("bidi_staged", "bidirectional_staged_gbps", "bidi", "both ways, staged through the host"),
+)
+# Shortfall metrics (p2p_plan.verdicts) that mark a pair's cell in a matrix.
+_SHORT_MARKS = {
+    "unidirectional_gbps": ("uni_peer",), "peer_access": ("uni_peer",), "data": ("uni_peer",),
+    "error": ("uni_peer", "uni_staged"), "p2p_speedup": ("uni_peer",),
+    "unidirectional_staged_gbps": ("uni_staged",), "bidirectional_gbps": ("bidi_peer",),
+}
+# The benchmark figures the page draws: (panel, figures, unit).
+BENCH_PANELS = (
+    ("decode", ("decode_tokens_per_s",), "tokens/s"),
+    ("ttft", ("ttft_ms.p50", "ttft_ms.p90", "ttft_ms.p99"), "ms"),
+    ("itl", ("itl_ms.p50", "itl_ms.p90", "itl_ms.p99"), "ms"),
+)
+
+
+# ------------------------------------------------------------------------------ reading
+
+class Reader:
+    """Reads files under one root without following links, noting what it could not read."""
+
+    def __init__(self, root):
+        self.root = root
+        self.notes = []
+        self.read = []
+
+    def note(self, rel, why):
+        line = "%s: %s" % (rel, why)
+        if line not in self.notes:
+            self.notes.append(line)
+
+    def text(self, rel):
+        """The file's text, or None (absent, a link, not a regular file, too big, not UTF-8)."""
+        path = os.path.join(self.root, rel)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return None
+            if exc.errno == errno.ELOOP:
+                self.note(rel, "a symbolic link, not followed")
+            else:
+                self.note(rel, "cannot be read (%s)" % (exc.strerror or exc))
+            return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                self.note(rel, "not a regular file")
+                return None
+            if info.st_size > MAX_FILE_BYTES:
+                self.note(rel, "%d bytes, more than the %d read" % (info.st_size, MAX_FILE_BYTES))
+                return None
+            chunks, size = [], 0
+            while size <= MAX_FILE_BYTES:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except OSError as exc:
+            self.note(rel, "cannot be read (%s)" % (exc.strerror or exc))
+            return None
+        finally:
+            os.close(fd)
+        try:
+            text = b"".join(chunks).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.note(rel, "not UTF-8 text (byte %d)" % exc.start)
+            return None
+        self.read.append(rel)
+        return text
+
+    def json(self, rel, want=dict):
+        """The file's JSON of type ``want``, or None (and a note when it is there but unusable)."""
+        text = self.text(rel)
+        if text is None:
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            self.note(rel, "not JSON (%s)" % exc)
+            return None
+        if not isinstance(data, want):
+            self.note(rel, "not the expected record (a %s)" % type(data).__name__)
+            return None
+        return data
+
+    def entries(self):
+        """(name, kind) of the root's entries, sorted: kind dir, file, link or other."""
+        try:
+            names = sorted(os.listdir(self.root))
+        except OSError as exc:
+            self.note(".", "cannot be listed (%s)" % (exc.strerror or exc))
+            return []
+        out = []
+        for name in names:
+            try:
+                mode = os.lstat(os.path.join(self.root, name)).st_mode
+            except OSError:
+                continue
+            kind = ("link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode)
+                    else "file" if stat.S_ISREG(mode) else "other")
+            out.append((name, kind))
+        return out
+
+    def is_file(self, rel):
+        """A regular file (not a link) is there."""
+        try:
+            return stat.S_ISREG(os.lstat(os.path.join(self.root, rel)).st_mode)
+        except OSError:
+            return False
+
+    def has(self, rel):
+        try:
+            os.lstat(os.path.join(self.root, rel))
+            return True
+        except OSError:
+            return False
+
+
+def decode_folder(name):
+    """The inventory name a folder stands for (artifact_dir's %XX undone); a cut name (``~``
+    and a digest) stays as it is."""
+    if "~" in name:
+        return name
+    try:
+        return _PERCENT.sub(lambda m: chr(int(m.group(1), 16)), name).encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return name
+
+
+def collect(root):
+    """The fleet model of the artifacts folder ``root`` (see the module docstring)."""
+    reader = Reader(root)
+    hosts = {}
+    rollouts = []
+    for name, kind in reader.entries():
+        if name.startswith("."):
+            continue
+        if kind == "link":
+            reader.note(name, "a symbolic link, not followed")
+            continue
+        if kind == "dir":
+            if not any(reader.has(os.path.join(name, f)) for f in HOST_FILES):
+                continue
+            loaded = {
+                "audit": reader.json(os.path.join(name, "audit.json")),
+                "report": reader.text(os.path.join(name, "system-improve.md")),
+                "verify": reader.json(os.path.join(name, "verify.json")),
+                "benchmark": reader.json(os.path.join(name, "benchmark.json")),
+                "before": reader.json(os.path.join(name, "benchmark-before.json")),
+                "after": reader.json(os.path.join(name, "benchmark-after.json")),
+            }
+            host = _host_name(name, loaded)
+            links = [f for f in LINKED_FILES if reader.is_file(os.path.join(name, f))]
+            hosts[host] = dict(loaded, folder=name, files=links)
+        elif kind == "file" and ROLLOUT_FILE.match(name):
+            data = reader.json(name)
+            if data is not None:
+                rollouts.append(dict(data, file=name))
+    fleet_audit = reader.json("fleet-audit.json")
+    fleet_drift = reader.json("fleet-drift.json")
+    model = fleet_model(hosts, fleet_audit, fleet_drift, rollouts)
+    model["notes"] = reader.notes
+    model["files_read"] = len(reader.read)
+    return model
+
+
+def _host_name(folder, loaded):
+    for key in ("audit", "verify", "benchmark", "after", "before"):
+        name = (loaded.get(key) or {}).get("host")
+        if isinstance(name, str) and name:
+            return name
+    return decode_folder(folder)
+
+
+# ------------------------------------------------------------------------------ the fleet
+
+def natural_key(name):
+    """node2 before node10."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", str(name)) if part]
+
+
+def fleet_model(hosts, fleet_audit=None, fleet_drift=None, rollouts=()):
+    """The model from loaded records: ``hosts`` maps a name to {folder, audit, report, verify,
+    benchmark, before, after} (any of them None)."""
+    rollout = None
+    older = []
+    ordered = sorted((r for r in rollouts if isinstance(r, dict)), key=_rollout_key)
+    if ordered:
+        rollout = rollout_model(ordered[-1])
+        older = [{"run_id": r.get("run_id"), "file": r.get("file"), "verdict": r.get("verdict"),
+                  "status": r.get("status"), "started": r.get("started")} for r in reversed(ordered[:-1])]
+    fleet_audit = fleet_audit if isinstance(fleet_audit, dict) else None
+    drift_by_host = dict((str(k), v) for k, v in (fleet_drift or {}).items() if isinstance(v, list)) \
+        if isinstance(fleet_drift, dict) else {}
+    from_fleet_audit = dict((h.get("host"), h) for h in (fleet_audit or {}).get("hosts") or []
+                            if isinstance(h, dict) and isinstance(h.get("host"), str))
+    fleet_findings = _fleet_findings(fleet_audit)
+    names = set(hosts) | set(drift_by_host) | set(from_fleet_audit)
+    if rollout:
+        names |= set(rollout["hosts"])
+    models = []
+    for name in sorted(names, key=natural_key):
+        loaded = hosts.get(name) or {}
+        model = host_model(name, loaded, fleet_drift=drift_by_host.get(name),
+                           rollout=(rollout or {}).get("hosts", {}).get(name),
+                           fleet_row=from_fleet_audit.get(name), fleet_findings=fleet_findings.get(name))
+        models.append(model)
+    for number, model in enumerate(models, 1):
+        model["id"] = "host-%d" % number
+    times = sorted(t for m in models for t in m["times"] if isinstance(t, str))
+    return {
+        "hosts": models,
+        "columns": finding_columns(models),
+        "rollout": rollout,
+        "older_rollouts": older,
+        "fleet_audit": {"first": fleet_audit.get("first"), "last": fleet_audit.get("last"),
+                        "hosts": len(from_fleet_audit)} if fleet_audit else None,
+        "fleet_drift": fleet_drift is not None and isinstance(fleet_drift, dict),
+        "as_of": times[-1] if times else None,
+        "notes": [],
+    }
+
+
+def _rollout_key(record):
+    return (str(record.get("started") or ""), str(record.get("run_id") or ""), str(record.get("file") or ""))
+
+
+def _fleet_findings(fleet_audit):
+    """{host: [finding]} from fleet-audit.json: for a host whose audit.json is missing."""
+    out = {}
+    for finding in (fleet_audit or {}).get("findings") or []:
+        if not isinstance(finding, dict):
+            continue
+        for entry in finding.get("hosts") or []:
+            if not isinstance(entry, dict) or not isinstance(entry.get("host"), str):
+                continue
+            items = entry.get("items") or [None]
+            for item in items:
+                out.setdefault(entry["host"], []).append({
+                    "rule": finding.get("rule"), "severity": finding.get("severity"), "title": finding.get("title"),
+                    "item": item, "message": ""})
+    return out
+
+
+def finding_columns(hosts):
+    """The findings grid's columns: every rule found (or unknown) on some host, most severe
+    first, then the rules found on most hosts, then by id."""
+    columns = {}
+    for host in hosts:
+        audit = host.get("audit") or {}
+        for kind in ("findings", "unknown"):
+            for entry in audit.get(kind) or []:
+                rule = entry["rule"]
+                column = columns.setdefault(rule, {"rule": rule, "title": entry.get("title") or rule,
+                                                   "severity": None, "hosts": set()})
+                if kind == "findings":
+                    sev = entry.get("severity")
+                    if column["severity"] is None or _sev_rank(sev) < _sev_rank(column["severity"]):
+                        column["severity"] = sev
+                    column["hosts"].add(host["name"])
+    out = sorted(columns.values(), key=lambda c: (_sev_rank(c["severity"]), -len(c["hosts"]), c["rule"]))
+    return [{"rule": c["rule"], "title": c["title"], "severity": c["severity"], "count": len(c["hosts"])}
+            for c in out]
+
+
+def _sev_rank(severity):
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+
+
+# ------------------------------------------------------------------------------ one host
+
+def host_model(name, loaded, fleet_drift=None, rollout=None, fleet_row=None, fleet_findings=None):
+    """One host of the page from its loaded records (each may be None)."""
+    audit = audit_model(loaded.get("audit"), loaded.get("report"), fleet_row, fleet_findings)
+    verify = verify_model(loaded.get("verify"))
+    bench = benchmark_model(loaded.get("benchmark"), loaded.get("before"), loaded.get("after"))
+    drift = _drift(fleet_drift, verify)
+    times = [t for t in ((audit or {}).get("time"), (verify or {}).get("time"),
+                         (bench or {}).get("after_time"), (bench or {}).get("before_time")) if t]
+    model = {
+        "name": name,
+        "folder": loaded.get("folder"),
+        "files": list(loaded.get("files") or []),
+        "audit": audit,
+        "verify": verify,
+        "p2p": (verify or {}).get("p2p") or p2p_model(None, why="no verify.json" if verify is None else None),
+        "benchmark": bench,
+        "rollout": rollout,
+        "drift": drift,
+        "times": times,
+    }
+    model["attention"] = attention(model)
+    return model
+
+
+def audit_model(audit, report_text, fleet_row=None, fleet_findings=None):
+    """The audit part of a host: counts, findings, unknown, since, and the report's anchors."""
+    if not isinstance(audit, dict):
+        if not fleet_row:
+            return None
+        counts = fleet_row.get("counts") if isinstance(fleet_row.get("counts"), dict) else {}
+        return {"time": fleet_row.get("time"), "worst": fleet_row.get("worst"), "counts": counts,
+                "findings": [f for f in fleet_findings or [] if isinstance(f.get("rule"), str)], "unknown": [],
+                "since": None, "anchors": None, "report": False, "source": "fleet-audit.json", "gpus": None}
+    findings = [_entry(f) for f in audit.get("findings") or [] if isinstance(f, dict) and isinstance(f.get("rule"), str)]
+    unknown = [_entry(f) for f in audit.get("unknown") or [] if isinstance(f, dict) and isinstance(f.get("rule"), str)]
+    counts = dict(audit.get("counts")) if isinstance(audit.get("counts"), dict) else {}
+    for sev in SEVERITIES:
+        counts.setdefault(sev, sum(1 for f in findings if f["severity"] == sev))
+    counts.setdefault("unknown", len(unknown))
+    worst = audit.get("worst")
+    if worst is None:
+        worst = next((sev for sev in SEVERITIES if counts.get(sev)), None)
+    since = audit.get("since") if isinstance(audit.get("since"), dict) else None
+    return {
+        "time": audit.get("time") if isinstance(audit.get("time"), str) else None,
+        "worst": worst,
+        "counts": counts,
+        "findings": findings,
+        "unknown": unknown,
+        "since": since,
+        "anchors": anchors_mod.report_anchors(report_text) if report_text is not None else None,
+        "report": report_text is not None,
+        "source": "audit.json",
+        "gpus": _gpus(audit.get("facts")),
+    }
+
+
+def _entry(entry):
+    return {"rule": entry["rule"], "severity": entry.get("severity"), "title": entry.get("title") or entry["rule"],
+            "item": entry.get("item"), "message": entry.get("message") or "",
+            "reasons": [str(r) for r in entry.get("reasons") or []]}
+
+
+def _value(node):
+    if isinstance(node, dict) and "value" in node and "source" in node:
+        return None if "unknown" in node else node["value"]
+    return node
+
+
+def _gpus(facts):
+    """``2 x NVIDIA H200`` from the audit's facts, or None."""
+    gpus = _value((facts or {}).get("gpus")) if isinstance(facts, dict) else None
+    if not isinstance(gpus, list) or not gpus:
+        return None
+    names = {}
+    for gpu in gpus:
+        label = _value(gpu.get("name")) if isinstance(gpu, dict) else None
+        label = str(label or "GPU")
+        names[label] = names.get(label, 0) + 1
+    return ", ".join("%d x %s" % (count, label) for label, count in names.items())
+
+
+def verify_model(verify):
+    if not isinstance(verify, dict):
+        return None
+    drift = verify.get("drift") if isinstance(verify.get("drift"), dict) else {}
+    comparison = verify.get("comparison") if isinstance(verify.get("comparison"), dict) else {}
+    p2p = verify.get("p2p")
+    return {
+        "time": verify.get("time") if isinstance(verify.get("time"), str) else None,
+        "failures": [str(f) for f in verify.get("failures") or []],
+        "recorded_drift": [d for d in verify.get("recorded_drift") or [] if isinstance(d, dict)],
+        "readback_drift": dict((module, len(records)) for module, records in sorted(drift.items())
+                               if isinstance(records, list) and records),
+        "comparison": {"previous_time": comparison.get("previous_time"),
+                       "lines": [str(x) for x in comparison.get("lines") or []],
+                       "regressions": [str(x) for x in comparison.get("regressions") or []]},
+        "p2p": p2p_model(p2p if isinstance(p2p, dict) else None, staged=verify.get("p2p_staged")),
+    }
+
+
+def _drift(fleet_drift, verify):
+    """Recorded drift of a host: verify.json's and fleet-drift.json's, each item once."""
+    seen, out = set(), []
+    for item in list((verify or {}).get("recorded_drift") or []) + list(fleet_drift or []):
+        if not isinstance(item, dict):
+            continue
+        key = (str(item.get("key") or item.get("target")), str(item.get("current")))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(item)
+    return out
+
+
+# ------------------------------------------------------------------------------ P2P
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value) if math.isfinite(value) else None
+    except OverflowError:  # an int too large for a float
+        return None
+
+
+def p2p_model(p2p, staged=None, why=None):
+    """A host's P2P matrices with the floor of each pair and the pairs that fell short.
+
+    ``status``: ``measured``, ``skipped`` (the module's reason in ``msg``: no driver, one GPU),
+    or ``none`` (not measured: verify_p2p_enabled off, or no verify.json). Matrices are N x N
+    lists (rows = source GPU, null where nothing was measured), keyed as in MATRICES; floors
+    per matrix the same way; ``short`` the set of (matrix key, row, column) that fell short."""
+    if not isinstance(p2p, dict) or not p2p:
+        return {"status": "none", "msg": why or "not measured (the P2P check was off in this run)"}
+    if p2p.get("skipped"):
+        return {"status": "skipped", "msg": str(p2p.get("msg") or p2p.get("skip_reason") or "skipped")}
+    pairs = [p for p in p2p.get("pairs") or [] if isinstance(p, dict) and isinstance(p.get("src"), int)
+             and isinstance(p.get("dst"), int)]
+    bidis = [b for b in p2p.get("bidirectional") or [] if isinstance(b, dict) and isinstance(b.get("a"), int)
+             and isinstance(b.get("b"), int)]
+    if not pairs and not bidis:
+        return {"status": "none", "msg": str(p2p.get("msg") or "no pair was measured")}
+    gpus = p2p.get("selected") or (p2p.get("matrices") or {}).get("gpus")
+    if not isinstance(gpus, list) or not all(isinstance(g, int) for g in gpus):
+        gpus = sorted(set([p["src"] for p in pairs] + [p["dst"] for p in pairs] + [b["a"] for b in bidis]
+                          + [b["b"] for b in bidis]))
+    pos = dict((g, n) for n, g in enumerate(gpus))
+    size = len(gpus)
+    matrices = dict((key, [[None] * size for _row in range(size)]) for key, _f, _k, _t in MATRICES)
+    floors = dict((key, [[None] * size for _row in range(size)]) for key, _f, _k, _t in MATRICES)
+    access = [[None] * size for _row in range(size)]
+    thresholds = p2p.get("thresholds") if isinstance(p2p.get("thresholds"), dict) else {}
+    rows, sources = [], set()
+    for res in pairs:
+        if res["src"] not in pos or res["dst"] not in pos:
+            continue
+        i, j = pos[res["src"]], pos[res["dst"]]
+        link = str(res.get("link") or "unknown")
+        floor, source = _floor(res, "floor_unidirectional_gbps", "min_unidirectional_gbps", link, thresholds)
+        matrices["uni_peer"][i][j] = _number(res.get("unidirectional_p2p_gbps"))
+        matrices["uni_staged"][i][j] = _number(res.get("unidirectional_staged_gbps"))
+        floors["uni_peer"][i][j] = floor
+        if isinstance(res.get("peer_access"), bool):
+            access[i][j] = res["peer_access"] if access[i][j] is None else access[i][j] and res["peer_access"]
+        if source:
+            sources.add(source)
+        rows.append({"pair": "%d->%d" % (res["src"], res["dst"]), "kind": "one way", "link": link,
+                     "peer": matrices["uni_peer"][i][j], "staged": matrices["uni_staged"][i][j],
+                     "peer_access": res.get("peer_access"), "floor": floor, "floor_source": source,
+                     "error": res.get("error"), "latency_us": _number(res.get("latency_p2p_us"))})
+    for res in bidis:
+        if res["a"] not in pos or res["b"] not in pos:
+            continue
+        i, j = pos[res["a"]], pos[res["b"]]
+        link = str(res.get("link") or "unknown")
+        floor, source = _floor(res, "floor_bidirectional_gbps", "min_bidirectional_gbps", link, thresholds)
+        for x, y in ((i, j), (j, i)):
+            matrices["bidi_peer"][x][y] = _number(res.get("bidirectional_p2p_gbps"))
+            matrices["bidi_staged"][x][y] = _number(res.get("bidirectional_staged_gbps"))
+            floors["bidi_peer"][x][y] = floor
+        if source:
+            sources.add(source)
+        both = [access[i][j], access[j][i]]
+        rows.append({"pair": "%d<->%d" % (res["a"], res["b"]), "kind": "both ways", "link": link,
+                     "peer": matrices["bidi_peer"][i][j], "staged": matrices["bidi_staged"][i][j],
+                     "peer_access": False if False in both else True if both == [True, True] else None,
+                     "floor": floor, "floor_source": source, "error": res.get("error"), "latency_us": None})
+    short, reasons = _shortfalls(p2p.get("shortfalls"), pos, matrices, floors)
+    for row in rows:
+        row["short"] = reasons.get(row["pair"], [])
+    staged_pairs = [s for s in (staged if isinstance(staged, list) else p2p.get("staged_pairs") or [])
+                    if isinstance(s, dict)]
+    names = dict((d.get("index"), str(d.get("name") or "")) for d in p2p.get("devices") or [] if isinstance(d, dict))
+    return {
+        "status": "measured",
+        "gpus": list(gpus),
+        "names": [names.get(g, "") for g in gpus],
+        "matrices": matrices,
+        "floors": floors,
+        "access": access,
+        "short": short,
+        "pairs": rows,
+        "floor_sources": sorted(sources),
+        "staged_pairs": [{"pair": str(s.get("pair")), "causes": [str((c or {}).get("id")) for c in s.get("causes") or []
+                                                                 if isinstance(c, dict)]} for s in staged_pairs],
+        "no_peer_access": p2p.get("no_peer_access"),
+        "elapsed_s": _number(p2p.get("elapsed_s")),
+        "diagnosis": [{"pair": str(d.get("pair")), "why": [str(w) for w in d.get("why") or []],
+                       "causes": [str((c or {}).get("id")) for c in d.get("causes") or [] if isinstance(c, dict)]}
+                      for d in p2p.get("diagnosis") or [] if isinstance(d, dict)],
+    }
+
+
+def _floor(res, field, threshold, link, thresholds):
+    """(floor GB/s, where it comes from) of one pair: its own (issue 18's link floors), else the
+    threshold of its link type (older results), else none."""
+    if field in res:
+        value = _number(res.get(field))
+        return value, (str(res.get("floor_source")) if value is not None and res.get("floor_source") else None)
+    per_link = thresholds.get(threshold)
+    if isinstance(per_link, dict):
+        value = _number(per_link.get(link))
+        if value is not None:
+            return value, "%s.%s" % (threshold, link)
+    return None, None
+
+
+def _shortfalls(shortfalls, pos, matrices, floors):
+    """The cells to mark: from p2p_bandwidth's shortfalls where the result has them, else the
+    cells below their floor. Returns (set of (matrix, row, column), {pair name: [reason]})."""
+    marks, reasons = set(), {}
+    if isinstance(shortfalls, list):
+        for entry in shortfalls:
+            if not isinstance(entry, dict):
+                continue
+            name = str(entry.get("pair"))
+            reasons.setdefault(name, []).append(str(entry.get("reason") or entry.get("metric")))
+            cells = _pair_cells(name, pos)
+            for key in _SHORT_MARKS.get(entry.get("metric"), ("uni_peer",)):
+                for cell in cells:
+                    if key.startswith("bidi") or "<->" not in name:
+                        marks.add((key,) + cell)
+        return marks, reasons
+    for key in ("uni_peer", "bidi_peer"):
+        for i, row in enumerate(matrices[key]):
+            for j, value in enumerate(row):
+                floor = floors[key][i][j]
+                if value is not None and floor is not None and value < floor:
+                    marks.add((key, i, j))
+    return marks, reasons
+
+
+def _pair_cells(name, pos):
+    for sep in ("<->", "->"):
+        if sep in name:
+            left, right = name.split(sep, 1)
+            try:
+                a, b = pos[int(left)], pos[int(right)]
+            except (KeyError, ValueError):
+                return []
+            return [(a, b), (b, a)] if sep == "<->" else [(a, b)]
+    return []
+
+
+# ------------------------------------------------------------------------------ benchmark
+
+def _summary_of(result):
+    """{concurrency: summary} of an inference_benchmark result."""
+    out = {}
+    for level in (result or {}).get("levels") or []:
+        if isinstance(level, dict) and isinstance(level.get("concurrency"), int) and isinstance(level.get("summary"), dict):
+            out[level["concurrency"]] = level["summary"]
+    return out
+
+
+def benchmark_model(comparison, before, after):
+    """The before/after benchmark of a host: per concurrency level and figure the two medians,
+    the change, the noise band and the verdict (benchmark_compare's, or worked out with the
+    same stats.compare when only the two runs are there), with each run's min and max; the
+    efficiency against the ceiling; the gate. None when there is no benchmark at all."""
+    comparison = comparison if isinstance(comparison, dict) and isinstance(comparison.get("levels"), list) else None
+    before = before if isinstance(before, dict) and isinstance(before.get("levels"), list) else None
+    after = after if isinstance(after, dict) and isinstance(after.get("levels"), list) else None
+    if comparison is None and before is None and after is None:
+        return None
+    spreads_before, spreads_after = _summary_of(before), _summary_of(after)
+    figures = [path for _panel, paths, _unit in BENCH_PANELS for path in paths]
+    levels = []
+    if comparison is not None:
+        for level in comparison["levels"]:
+            if not isinstance(level, dict) or not isinstance(level.get("concurrency"), int):
+                continue
+            found = level.get("figures") if isinstance(level.get("figures"), dict) else {}
+            levels.append({"concurrency": level["concurrency"], "figures": dict(
+                (path, _figure(found.get(path), spreads_before.get(level["concurrency"], {}).get(path),
+                               spreads_after.get(level["concurrency"], {}).get(path))) for path in figures)})
+    else:
+        for concurrency in sorted(set(spreads_before) | set(spreads_after)):
+            old, new = spreads_before.get(concurrency, {}), spreads_after.get(concurrency, {})
+            levels.append({"concurrency": concurrency, "figures": dict(
+                (path, _figure(stats.compare(old.get(path) or {}, new.get(path) or {}, path) if old and new else
+                               {"before": (old.get(path) or {}).get("median"), "after": (new.get(path) or {}).get("median"),
+                                "delta_pct": None, "noise_pct": None, "verdict": "not compared"},
+                               old.get(path), new.get(path))) for path in figures)})
+    efficiency = (comparison or {}).get("efficiency") if isinstance((comparison or {}).get("efficiency"), dict) else {
+        "before": (before or {}).get("efficiency"), "after": (after or {}).get("efficiency")}
+    gate = (comparison or {}).get("gate") if isinstance((comparison or {}).get("gate"), dict) else None
+    return {
+        "source": "benchmark.json" if comparison is not None else "benchmark-before.json / benchmark-after.json",
+        "model": (comparison or after or before or {}).get("model"),
+        "before_time": (comparison or {}).get("before_time") or (before or {}).get("time"),
+        "after_time": (comparison or {}).get("after_time") or (after or {}).get("time"),
+        "has_before": bool((comparison or {}).get("before")) if comparison is not None else before is not None,
+        "has_after": comparison is not None or after is not None,
+        "comparable": (comparison or {}).get("comparable"),
+        "differences": [str(d) for d in (comparison or {}).get("differences") or []],
+        "levels": sorted(levels, key=lambda lv: lv["concurrency"]),
+        "headline": (comparison or {}).get("headline") if isinstance((comparison or {}).get("headline"), dict) else None,
+        "efficiency": {"before": _efficiency(efficiency.get("before")), "after": _efficiency(efficiency.get("after"))},
+        "gate": {"failed": bool(gate.get("failed")), "reasons": [str(r) for r in gate.get("reasons") or []],
+                 "max_regression_pct": _number(gate.get("max_regression_pct"))} if gate else None,
+        "changes": len((comparison or {}).get("changes") or []),
+    }
+
+
+def _figure(found, spread_before, spread_after):
+    found = found if isinstance(found, dict) else {}
+    out = {key: _number(found.get(key)) for key in ("before", "after", "delta_pct", "noise_pct")}
+    out["verdict"] = str(found.get("verdict") or "not measured")
+    for side, spread in (("before", spread_before), ("after", spread_after)):
+        spread = spread if isinstance(spread, dict) else {}
+        out[side + "_range"] = (_number(spread.get("min")), _number(spread.get("max"))) \
+            if _number(spread.get("min")) is not None and _number(spread.get("max")) is not None else None
+    return out
+
+
+def _efficiency(entry):
+    if not isinstance(entry, dict):
+        return None
+    return {"ceiling": _number(entry.get("ceiling_tokens_per_s")), "decode": _number(entry.get("decode_tokens_per_s")),
+            "percent": _number(entry.get("percent")), "formula": entry.get("formula"), "reason": entry.get("reason")}
+
+
+# ------------------------------------------------------------------------------ rollout
+
+HOST_STATUSES = ("tuned", "unchanged", "failed", "unreachable", "untouched")
+
+
+def rollout_model(record):
+    """A rollout-<run id>.json as the page shows it: batches in order, each with its hosts'
+    outcomes, where it stopped, what was reverted, the hosts not touched. The derived keys
+    rollout_result writes (status, verdict, counts, batch_outcomes) are used when present and
+    worked out plainly when an older file lacks them."""
+    raw_hosts = record.get("hosts") if isinstance(record.get("hosts"), dict) else {}
+    batches = [[str(n) for n in batch] for batch in record.get("batches") or [] if isinstance(batch, list)]
+    stopped = record.get("stopped_after_batch") if isinstance(record.get("stopped_after_batch"), int) else None
+    hosts = {}
+    for name, host in raw_hosts.items():
+        host = host if isinstance(host, dict) else {}
+        revert = host.get("revert") if isinstance(host.get("revert"), dict) else {}
+        failure = host.get("failure") if isinstance(host.get("failure"), dict) else None
+        status = host.get("status") if host.get("status") in HOST_STATUSES else "untouched"
+        hosts[str(name)] = {
+            "status": status,
+            "batch": host.get("batch") if isinstance(host.get("batch"), int) else None,
+            "failed_check": host.get("failed_check"),
+            "reason": host.get("reason"),
+            "reverted": bool(host.get("reverted")),
+            "restored": len(revert.get("restored") or []),
+            "revert_failed": [str((f or {}).get("target") if isinstance(f, dict) else f) for f in revert.get("failed") or []],
+            "pending_reboot": [str(p) for p in revert.get("pending_reboot") or []],
+            "failure": {"stage": failure.get("stage"), "task": failure.get("task"), "message": failure.get("message")}
+            if failure else None,
+            "changes": len(host.get("changes") or []),
+            "drift": len(host.get("drift") or []),
+            "verify_failures": [str(v) for v in host.get("verify_failures") or []],
+        }
+    last_ran = stopped or len(batches)
+    outcomes = dict((o.get("batch"), o) for o in record.get("batch_outcomes") or [] if isinstance(o, dict))
+    batch_rows = []
+    for index, names in enumerate(batches):
+        number = index + 1
+        given = outcomes.get(number) or {}
+        batch_rows.append({
+            "batch": number,
+            "canary": index == 0,
+            "hosts": names,
+            "ran": given.get("ran") if isinstance(given.get("ran"), bool) else number <= last_ran,
+            "outcome": given.get("outcome") or ("not run (stopped after batch %d)" % last_ran if number > last_ran else ""),
+            "stopped_here": number == stopped,
+        })
+    in_batches = set(n for batch in batches for n in batch)
+    counts = dict((s, sum(1 for h in hosts.values() if h["status"] == s)) for s in HOST_STATUSES)
+    counts["total"] = len(hosts)
+    status = record.get("status") or ("stopped" if stopped else "failed" if counts["failed"] + counts["unreachable"]
+                                      else "completed")
+    return {
+        "run_id": str(record.get("run_id") or "?"),
+        "file": record.get("file"),
+        "started": record.get("started"),
+        "finished": record.get("finished"),
+        "status": status,
+        "verdict": record.get("verdict") or status,
+        "check_mode": bool(record.get("check_mode")),
+        "canary": record.get("canary"),
+        "serial": record.get("serial"),
+        "revert_on_failure": record.get("revert_on_failure", True),
+        "stopped_after_batch": stopped,
+        "stop_reason": record.get("stop_reason"),
+        "batches": batch_rows,
+        "outside": [n for n in sorted(hosts, key=natural_key) if n not in in_batches],
+        "hosts": hosts,
+        "counts": counts,
+    }
+
+
+# ------------------------------------------------------------------------------ attention
+
+NOTABLE_ONLY = ("P0 findings",)
+
+
+def needs_a_look(host):
+    """Whether the host's badges hold more than its audit's findings (the grid shows those)."""
+    return any(word not in NOTABLE_ONLY for word in host.get("attention") or [])
+
+
+def attention(host):
+    """Why a host needs a look, worst first: short words for its badges."""
+    out = []
+    rollout = host.get("rollout") or {}
+    if rollout.get("status") in ("failed", "unreachable"):
+        out.append("rollout " + rollout["status"])
+    verify = host.get("verify") or {}
+    if host.get("drift") or verify.get("readback_drift"):
+        out.append("drift")
+    p2p = host.get("p2p") or {}
+    if p2p.get("short"):
+        out.append("P2P short")
+    bench = host.get("benchmark") or {}
+    if (bench.get("gate") or {}).get("failed"):
+        out.append("benchmark gate failed")
+    if verify.get("failures") and "drift" not in out and not p2p.get("short"):
+        out.append("verify failed")
+    if verify.get("comparison", {}).get("regressions"):
+        out.append("P2P regression")
+    audit = host.get("audit") or {}
+    if (audit.get("counts") or {}).get("P0"):
+        out.append("P0 findings")
+    return out
