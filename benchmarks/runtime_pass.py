@@ -1068,8 +1068,8 @@ def print_model(model):
     log("")
     log("model: a no-change pass of %d hosts, forks %d, %d controller core(s), from the medians at %d and %d host(s)"
         % (model["nodes"], model["forks"], model["cores"], model["from_hosts"][0], model["from_hosts"][1]))
-    log("%-8s  %13s  %18s  %10s  %13s  %12s  %9s" % ("playbook", "cpu s / host", "cpu s / host+task", "1-host s",
-                                                    "wall bound s", "cpu bound s", "pass min"))
+    header = ("playbook", "cpu s / host", "cpu s / host+task", "1-host s", "wall bound s", "cpu bound s", "pass min")
+    log("%-8s  %13s  %18s  %10s  %13s  %12s  %9s" % header)
     for name, row in model["playbooks"].items():
         log("%-8s  %13.3f  %18.4f  %10.2f  %13.1f  %12.1f  %9.1f" % (
             name, row["cpu_s_per_host"], row["cpu_s_per_host_task"], row["one_host_wall_s"], row["wall_bound_s"],

@@ -351,6 +351,7 @@ def run_many(params, check_mode=False, paths=None, tools=None):
                                        True, lxc_containers.Paths(paths.root))
     elif params.get("exclude"):
         raise ModuleFailure("exclude narrows select: give select too (such as [gpu])")
+
     def key_of(entry):
         # The config file as this module resolves it (a name under a configured lxc.lxcpath, a
         # path through /etc/pve's node link), so a container found twice is raised once.

@@ -2,10 +2,11 @@
 
 Everything runs with --tags verify, so the host role's own part tasks are skipped and the
 read-back (the same part tasks through the host role's plan entry point, in check mode, for the
-runtime parts) is the only thing that touches this machine: nothing is written. The tuning is narrowed to what reads the same everywhere: one sysctl at its current
-value under a profile name no host has, no PCIe, no CPU power request, nvidia_peermem only with
-RDMA devices and not required, and one LXC container: a config file in the test's folder,
-which lacks the memlock limit, so its read-back must report drift from its change records.
+runtime parts) is the only thing that touches this machine: nothing is written. The tuning is
+narrowed to what reads the same everywhere: one sysctl at its current value under a profile
+name no host has, no PCIe, no CPU power request, nvidia_peermem only with RDMA devices and not
+required, and one LXC container: a config file in the test's folder, which lacks the memlock
+limit, so its read-back must report drift from its change records.
 """
 
 import json

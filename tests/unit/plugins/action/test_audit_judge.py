@@ -10,7 +10,6 @@ import stat
 import pytest
 
 from ansible.errors import AnsibleActionFail
-import yaml
 
 from ansible_collections.gpufleet.tuning.plugins.action import audit_judge
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_report import audit_report

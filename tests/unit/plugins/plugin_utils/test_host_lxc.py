@@ -3,7 +3,6 @@ gpufleet.tuning.lxc_memlock raises over a selection), and what the summary says.
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.changes import change_summary
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records

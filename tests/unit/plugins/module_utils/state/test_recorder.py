@@ -27,6 +27,7 @@ from ansible_collections.gpufleet.tuning.tests.unit.helpers import snapshot, wri
 
 PARAMS = {"name": "t", "settings": {"vm.swappiness": 10}}
 
+
 @pytest.fixture
 def node(tmp_path):
     """A fake node: swappiness 60, no sysctl.d file; returns (root, state file, state Paths)."""
@@ -34,7 +35,8 @@ def node(tmp_path):
     return tmp_path, str(tmp_path / "var/lib/gpufleet-tuning/state.json"), state_items.Paths(str(tmp_path))
 
 
-def sysctl_engine(root, params=PARAMS):
+def sysctl_engine(root, params=None):
+    params = PARAMS if params is None else params
     return lambda check: sp.run(params, check, sp.Paths(str(root)))
 
 
