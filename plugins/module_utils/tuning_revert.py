@@ -31,9 +31,10 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome imp
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.spec import with_defaults
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.nvidia_driver_options import choose_initramfs
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import access
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import items as state_items
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import store
-from ansible_collections.gpufleet.tuning.plugins.module_utils.tuning_state import new_run_id, now_text
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state.record import new_run_id, now_text
 
 AREAS = ("sysctl", "pcie", "cpu_power", "lxc_memlock", "peermem", "nvidia_options", "kernel_cmdline",
          "container_memlock")
@@ -91,7 +92,7 @@ def run(params, check_mode=False, paths=None, tools=None):
     for entry, target in selected(state, params):
         goal = dict(entry, before=target)
         try:
-            current = state_items.read_current(entry, paths)
+            current = access.read_current(entry, paths)
         except state_items.ItemError as exc:
             raise ModuleFailure("nothing was reverted: %s" % exc, result)
         if state_items.same(entry, current, target):
@@ -151,7 +152,7 @@ def _apply(todo, paths, tools, result):
             undo_to = dict(entry, before=_raw(entry, paths))
             tx.step(state_items.describe(entry), _restorer(entry, paths, tools),
                     _restorer(undo_to, paths, tools))
-            back = state_items.read_current(entry, paths)
+            back = access.read_current(entry, paths)
             if not state_items.same(entry, back, entry["before"]):
                 raise state_items.ItemError("%s reads %s after the write, not %s"
                                             % (state_items.describe(entry), _text(entry, back),
@@ -166,14 +167,14 @@ def _apply(todo, paths, tools, result):
 
 
 def _restorer(entry, paths, tools):
-    return lambda: state_items.restore(entry, paths, tools)
+    return lambda: access.restore(entry, paths, tools)
 
 
 def _raw(entry, paths):
     """The item's value now, in the form restore() writes (a file's bytes, not its digest)."""
     if entry["how"] == "file":
         return state_items.file_snapshot(entry["target"], entry.get("link", False))
-    return state_items.read_current(entry, paths)
+    return access.read_current(entry, paths)
 
 
 def _followups(entries, tools, paths):

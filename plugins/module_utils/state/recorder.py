@@ -11,7 +11,7 @@ record itself, in the same process, before it writes anything:
 1. plan: the engine's own check mode, with the same options (its change records say what it
    is about to change, with the values it read);
 2. record the before-state of those targets in the node's record (``state.json``, through
-   tuning_state: values as the plan read them, files' whole content as it is now; an item
+   state/record.py: values as the plan read them, files' whole content as it is now; an item
    recorded by an earlier run keeps its first before);
 3. apply: the engine for real (all or nothing, its own transaction);
 4. mark what it really changed applied, with the value it was left at, and drop what it
@@ -30,9 +30,10 @@ engine's spec (doc fragment gpufleet.tuning.state_record).
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.tuning.plugins.module_utils import tuning_state
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import items as state_items
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import record as state_record
 
 ARGUMENT_SPEC = dict(
     state_path=dict(type="path"),
@@ -58,8 +59,8 @@ def options(params):
     if record["run_id"] is not None and not str(record["run_id"]).strip():
         raise ModuleFailure("run_id=%r is empty: leave it out for a new one" % record["run_id"])
     if record["state_path"] is not None:
-        # tuning_state's own checks (an absolute path), before anything is read.
-        tuning_state.validate({"path": record["state_path"], "run_id": record["run_id"]})
+        # The record's own checks (an absolute path), before anything is read.
+        state_record.check(record["state_path"], record["run_id"])
     return engine_params, record
 
 
@@ -69,7 +70,7 @@ def records_of(result):
 
 
 def _keys(change_records, paths):
-    return set(item["key"] for item in tuning_state.items_of(change_records, paths))
+    return set(item["key"] for item in state_record.items_of(change_records, paths))
 
 
 def run(engine_run, check_mode, record, paths=None):
@@ -78,7 +79,7 @@ def run(engine_run, check_mode, record, paths=None):
     what was (or, in check mode, would be) recorded, updated and dropped."""
     if record is None or record.get("state_path") is None:
         return engine_run(check_mode)
-    paths = paths or tuning_state.state_items.Paths()
+    paths = paths or state_items.Paths()
     try:
         plan = engine_run(True)
     except ModuleFailure as exc:
@@ -88,16 +89,16 @@ def run(engine_run, check_mode, record, paths=None):
             raise
         plan = dict(exc.partial, failed=False)
     planned = records_of(plan)
-    run_id = record.get("run_id") or tuning_state.new_run_id()
+    run_id = record.get("run_id") or state_record.new_run_id()
     if check_mode:
         if planned:
-            plan["state_record"] = _state(tuning_state.record(record["state_path"], run_id, planned, planned, (), True, paths))
+            plan["state_record"] = _state(state_record.record(record["state_path"], run_id, planned, planned, (), True, paths))
         return plan
     before = None
     if planned:
         # Before anything is written: what the plan names, as it is now (nothing dropped: the
         # after-record drops what this call planned and did not change).
-        before = tuning_state.record(record["state_path"], run_id, planned, [], (), False, paths)
+        before = state_record.record(record["state_path"], run_id, planned, [], (), False, paths)
     planned_keys = _keys(planned, paths)
     try:
         result = engine_run(False)
@@ -127,7 +128,7 @@ def _after(record, run_id, applied, planned_keys, paths):
     """Mark ``applied`` and drop the planned keys it does not name; None when there is neither."""
     if not applied and not planned_keys:
         return None
-    return tuning_state.record(record["state_path"], run_id, [], applied, planned_keys, False, paths)
+    return state_record.record(record["state_path"], run_id, [], applied, planned_keys, False, paths)
 
 
 def _state(*written):

@@ -226,7 +226,8 @@ def part_task(part):
 
 
 def verify_tasks():
-    return tasks_of("verify", "main.yml")
+    """The verify role's tasks: main.yml's, and the P2P file it includes when P2P is on."""
+    return tasks_of("verify", "main.yml") + tasks_of("verify", "p2p_bandwidth.yml")
 
 
 def plan_include(role, filename):
@@ -323,8 +324,10 @@ def test_the_verify_role_and_the_audit_plan_through_the_host_role(role, filename
 
 def test_every_read_back_result_reaches_the_report():
     readback = open(os.path.join(ROLES, "verify", "tasks", "readback.yml")).read()
+    verify_vars = open(os.path.join(ROLES, "verify", "vars", "main.yml")).read()
     report = open(os.path.join(ROLES, "verify", "tasks", "report.yml")).read()
-    assert "__verify_readback_parts" in readback and "__verify_readback:" in readback and "host_plan" in readback
+    assert "__verify_readback_parts" in readback and "__verify_readback_todo" in readback
+    assert "__verify_readback:" in verify_vars and "host_plan" in verify_vars
     assert re.search(r"readback: .*__verify_readback\b", report), "verify.json must keep the read-back per part"
     assert re.search(r"'readback': __verify_readback\b", report), "the judgement must read the read-back"
 

@@ -38,5 +38,6 @@ def test_the_task_passes_the_policy_and_floors_to_the_module():
 
 def test_the_report_keeps_the_staged_pairs():
     report = load("tasks", "report.yml")
-    judged = report[0]["ansible.builtin.set_fact"]["verify_report"]
-    assert "staged_pairs" in judged["p2p_staged"]
+    judge = report[0]["block"][0]
+    assert judge["ansible.builtin.set_fact"]["verify_report"] == "{{ __verify_judged }}"
+    assert "staged_pairs" in judge["vars"]["__verify_judged"]["p2p_staged"]

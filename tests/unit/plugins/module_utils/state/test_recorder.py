@@ -17,7 +17,7 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile as sp
-from ansible_collections.gpufleet.tuning.plugins.module_utils import tuning_state
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import record as state_record
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
@@ -303,7 +303,7 @@ def test_another_calls_planned_items_of_the_same_run_are_not_dropped(node):
     write_tree(root, {"etc/other.conf": "x = 1\n"})
     rec = records.file_change("kernel_cmdline", other, b"x = 1\n", b"x = 2\n")
     # Another module of run r1 planned its change and has not applied it (yet, or at all).
-    tuning_state.record(state_path, "r1", [rec], [], (), False, paths)
+    state_record.record(state_path, "r1", [rec], [], (), False, paths)
     assert saved(state_path)["items"]["file:%s" % other]["applied"] is False
 
     result = recorder.run(sysctl_engine(root), False, option(state_path, "r1"), paths)
@@ -327,7 +327,7 @@ def test_a_failed_apply_drops_only_its_own_plan(node):
             # The other module's plan lands between this call's two records (as a rollout's
             # host role may run modules of one run around each other).
             return {"changed": True, "changes": [mine]}
-        tuning_state.record(state_path, "r1", [theirs], [], (), False, paths)
+        state_record.record(state_path, "r1", [theirs], [], (), False, paths)
         raise ModuleFailure("boom; everything applied before it was restored")
 
     with pytest.raises(ModuleFailure) as exc:
