@@ -948,8 +948,10 @@ def summarize(runs, variants):
             chosen = [r for r in runs if r["playbook"] == variant and r["pass"] == which]
             if not chosen:
                 continue
-            tasks = sorted({c["tasks"] for r in chosen for c in r["recap"].values()})
-            changed = sorted({c["changed"] for r in chosen for c in r["recap"].values()})
+            # The targets' recap lines only (the fleet page's play runs on localhost).
+            recaps = [r["recap"][n] for r in chosen for n in r.get("names") or r["recap"]]
+            tasks = sorted({c["tasks"] for c in recaps})
+            changed = sorted({c["changed"] for c in recaps})
             summary["%s/%s" % (variant, which)] = {
                 "runs": len(chosen),
                 "wall_s_median": round(statistics.median(r["wall_s"] for r in chosen), 3),
@@ -1292,7 +1294,7 @@ def main(argv=None):
                     argv = command(variant, count)
                 result = runner.run("%s-%dh-%s-%s" % (round_label, count, variant, which), argv)
                 check_run(result, names)
-                result.update({"playbook": variant, "pass": which, "round": round_label, "hosts": count})
+                result.update({"playbook": variant, "pass": which, "round": round_label, "hosts": count, "names": names})
                 recaps = [result["recap"][n] for n in names]
                 result["tasks"] = span(sorted({c["tasks"] for c in recaps}))
                 log("[%s] %3d host(s) %-6s %-9s wall %7.2f s  cpu %7.2f s  tasks/host %s  changed/host %s"
