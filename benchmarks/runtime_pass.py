@@ -1057,10 +1057,11 @@ def fleet_model(by_hosts, playbooks, nodes, forks, cores):
         one_host_wall = low["wall_s_median"]
         by_wall = math.ceil(nodes / float(forks)) * one_host_wall
         by_cpu = nodes * cpu_per_host / float(cores)
+        # Tasks per host at the largest count: the run_once tasks count on one host only.
+        tasks = statistics.median(high["tasks_per_host"])
         out["playbooks"][playbook] = {
             "cpu_s_per_host": round(cpu_per_host, 3), "one_host_wall_s": one_host_wall,
-            "tasks_per_host": statistics.median(low["tasks_per_host"]),
-            "cpu_s_per_host_task": round(cpu_per_host / statistics.median(low["tasks_per_host"]), 4),
+            "tasks_per_host": tasks, "cpu_s_per_host_task": round(cpu_per_host / tasks, 4),
             "wall_bound_s": round(by_wall, 1), "cpu_bound_s": round(by_cpu, 1),
             "pass_s": round(max(by_wall, by_cpu), 1)}
     return out
