@@ -1057,8 +1057,8 @@ def fleet_model(by_hosts, playbooks, nodes, forks, cores):
         one_host_wall = low["wall_s_median"]
         by_wall = math.ceil(nodes / float(forks)) * one_host_wall
         by_cpu = nodes * cpu_per_host / float(cores)
-        # Tasks per host at the largest count: the run_once tasks count on one host only.
-        tasks = statistics.median(high["tasks_per_host"])
+        # Tasks per host at the largest count, of the hosts the run_once tasks did not count on.
+        tasks = min(high["tasks_per_host"])
         out["playbooks"][playbook] = {
             "cpu_s_per_host": round(cpu_per_host, 3), "one_host_wall_s": one_host_wall,
             "tasks_per_host": tasks, "cpu_s_per_host_task": round(cpu_per_host / tasks, 4),

@@ -151,8 +151,9 @@ EXAMPLES = r"""
     state: absent
 """
 
-# RETURN doc fragments are not supported by ansible-doc, so ``changes`` is documented with the
-# same text in every module of this collection; keep the copies equal.
+# RETURN doc fragments are not supported by ansible-doc, so ``changes`` (and ``state_record`` of
+# the tuning modules) is documented with the same text in every module of this collection; keep
+# the copies equal (tests/unit/contract.py).
 RETURN = r"""
 changes:
   description:
@@ -336,33 +337,11 @@ container:
   returned: always
   type: dict
 state_record:
-  description:
-    - What was recorded in the node's record (O(state_path)) around this change, or in check mode
-      what would be; only when O(state_path) is given and something was planned.
-  returned: when O(state_path) is given and the module planned a change
+  description: What was recorded in O(state_path) around this change (in check mode, what would
+    be) - C(path), C(run_id), the item keys C(recorded), C(updated) and C(dropped), and whether
+    the file was C(written).
+  returned: when O(state_path) is given and a change was planned
   type: dict
-  contains:
-    path:
-      description: The state file.
-      type: str
-    run_id:
-      description: The run the items were recorded under.
-      type: str
-    recorded:
-      description: Items (C(how:target)) recorded for the first time, with their before-state.
-      type: list
-      elements: str
-    updated:
-      description: Items already recorded whose value after this run was updated.
-      type: list
-      elements: str
-    dropped:
-      description: Items planned but not changed (the apply found nothing to do or failed), dropped again.
-      type: list
-      elements: str
-    written:
-      description: Whether the state file was (in check mode, would be) written.
-      type: bool
   sample: {"path": "/var/lib/gpufleet-tuning/state.json", "run_id": "20261206T101500Z-1a2b3c",
            "recorded": ["sysctl:vm.swappiness"], "updated": [], "dropped": [], "written": true}
 """
