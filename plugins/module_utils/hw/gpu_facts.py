@@ -106,7 +106,7 @@ def gather(paths, nvml=None):
     if own:
         # NVML only where sysfs shows an NVIDIA GPU: on a machine without one, loading the
         # library (a dlopen search of the loader's paths) only fails, and costs about 40 ms of
-        # every call that reads the facts (gpufleet.tuning.host_tuning reads them each pass).
+        # every call that reads the facts (the audit reads them every pass).
         reader = _Reader(paths, nvml_mod.Unavailable("no NVIDIA GPU in sysfs: NVML is not loaded"))
         if reader.gpu_bdfs:
             nvml = nvml_mod.Nvml()

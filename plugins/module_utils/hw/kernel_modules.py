@@ -387,7 +387,7 @@ def kallsyms_lookup(symbol, proc_root="/proc", provider=None, sys_root=None):
     "module"}``; ``module`` is the module that provides it (None for the kernel image itself).
 
     A module's symbols come and go with the module, so an answer is reused while /proc/modules
-    reads the same (a few KB): host_tuning plans a part and then applies it in one process,
+    reads the same (a few KB): a tuning module plans and then applies in one process,
     and each reads the symbol once (about 45 ms each on the test machines) otherwise.
 
     ``provider``: the only module that can export ``symbol`` (ib_core for the peer-memory symbol,
