@@ -10,8 +10,11 @@ a second each on a small controller, and the audit writes five of them per pass
 (benchmarks/runtime_pass.py --profile-tasks). Here the folder and all its files are written by
 the controller process that runs the task, in one step.
 
-How the files are checked and written (atomically, a symbolic link refused, never followed) is
-plugin_utils/artifact_files.py, which the action audit_judge shares.
+How the files are checked and written (atomically, relative to a descriptor of the folder
+opened without following links, so a swap in a shared artifacts folder cannot redirect a write;
+a link, a FIFO or device, or a folder others may write without the sticky bit refused) is
+plugin_utils/artifact_files.py over plugin_utils/artifact_fs.py, which the action audit_judge
+shares. The roles write every record they keep on the controller through it.
 """
 
 from __future__ import annotations

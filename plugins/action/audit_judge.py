@@ -15,6 +15,12 @@ The result is the audit itself (what audit.json holds) at the top level, with ``
 reader of the audit uses. Files are written by the write() of gpufleet.tuning.artifact_files
 (plugin_utils/artifact_files.py: its plan refuses a symbolic link before anything is written); in
 check mode nothing is written.
+
+The rules judge the facts as the node gave them; what is recorded (audit.json, the report and the
+registered result) is the audit with every string cleaned by plugin_utils/node_text.py (no
+control or bidi character, bounded length), after the comparison with the previous audit
+(which compares cleaned text on both sides, so an audit.json written before the cleaning still
+compares like with like).
 """
 
 from __future__ import annotations
@@ -22,7 +28,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import stat
 
 import yaml
 
@@ -32,7 +37,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_files
-from ansible_collections.gpufleet.tuning.plugins.plugin_utils import audit_report, audit_rules, audit_since
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import audit_report, audit_rules, audit_since, node_text
 
 # A previous audit.json larger than this is taken as damaged (no comparison), not read.
 PREVIOUS_MAX_BYTES = 16 * 1024 * 1024
@@ -63,24 +69,25 @@ def load_rules_file(path):
 
 def previous_text(path):
     """The audit.json already in the host's folder, as text; '' when there is none, or when it
-    is not a plain file or is too large (audit_since then says there is no comparison). A link
-    there is refused at the write, before anything is written."""
+    is not a plain file or is too large (audit_since then says there is no comparison). Read
+    through the folder's descriptor, never through a link, never blocking on a FIFO
+    (plugin_utils/artifact_fs.py); what is refused here is refused again, naming it, at the write."""
     try:
-        info = os.lstat(path)
-    except OSError:
+        fd = artifact_fs.open_dir(os.path.dirname(path))
+    except (artifact_fs.Refused, OSError, ValueError):
         return ""
-    if not stat.S_ISREG(info.st_mode) or info.st_size > PREVIOUS_MAX_BYTES:
-        return ""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(PREVIOUS_MAX_BYTES + 1).decode("utf-8", "replace")
-    except OSError:
-        return ""
+    with artifact_fs.closing(fd):
+        try:
+            data = artifact_fs.read_file(fd, os.path.basename(path), PREVIOUS_MAX_BYTES)
+        except (artifact_fs.Refused, OSError):
+            return ""
+    return "" if data is None else data.decode("utf-8", "replace")
 
 
 def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous="", now=None):
     """The host's audit: the rules' verdicts on ``facts``, with the host, the time, the plan, the
-    facts and the comparison with ``previous`` (the audit.json text this one replaces)."""
+    facts and the comparison with ``previous`` (the audit.json text this one replaces), every
+    string cleaned for the record (node_text) once the rules have judged."""
     if not isinstance(host, str) or not host:
         _fail("host must be the inventory name, got %r" % (host,))
     if not isinstance(facts, dict):
@@ -99,7 +106,7 @@ def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous=
     now = now or datetime.datetime.now(datetime.timezone.utc)
     audit.update(host=host, time=now.strftime("%Y-%m-%dT%H:%M:%SZ"), planned=plan, facts=facts)
     audit["since"] = audit_since.audit_since(audit, previous)
-    return audit
+    return node_text.clean_tree(audit)
 
 
 def render(audit):

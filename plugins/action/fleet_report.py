@@ -9,12 +9,17 @@ rollout records), so it is read and written in the controller process, as artifa
 the records: no module is sent anywhere, and no file crosses a connection.
 
 The reading and the rendering are plugin_utils/report (collect.py, charts.py, page.py), pure
-functions of the folder that only the controller runs; here are the checks and the write: the
-folder must be an absolute path to a directory that exists (never a symbolic link, which is
-refused, never followed), the page must be a regular file or absent, and it is written whole
-and atomically (a temporary file beside it, renamed over it) only when its bytes or mode
-differ, so a second run over the same records changes nothing. In check mode nothing is written
-and ``changed`` says whether a write was due.
+functions of the folder that only the controller runs; here are the checks and the write. The
+artifacts folder may be shared with other local users, so nothing is done by path after a
+check (plugin_utils/artifact_fs.py says why): the folder (an absolute path) is opened once,
+component by component, never through a symbolic link and never when it or a folder above it
+is writable by others without the sticky bit; the records are read relative to that descriptor
+(a link, FIFO, socket or device where a record should be is left out with a note, and nothing
+blocks); the page must be a regular file or absent, is compared through the same descriptor,
+and is written whole and atomically in it (a temporary file created there, renamed over the
+name, which replaces a link swapped in meanwhile instead of following it), only when its bytes
+or mode differ, so a second run over the same records changes nothing. In check mode nothing
+is written and ``changed`` says whether a write was due.
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import collect
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import page
 
@@ -57,44 +62,56 @@ def _title(value):
     return value
 
 
-def _lstat(path):
+def _open_root(folder):
+    """The artifacts folder's descriptor, opened once without following a link."""
+    if not isinstance(folder, str) or not folder or "\0" in folder or not os.path.isabs(folder):
+        _fail("path must be the absolute path of the artifacts folder, got %r" % (folder,))
     try:
-        return os.lstat(path)
+        return artifact_fs.open_dir(folder)
     except FileNotFoundError:
-        return None
+        _fail("the artifacts folder %s does not exist: there is nothing to report (run the audit, "
+              "playbooks/tune.yml or playbooks/rollout.yml first)" % folder)
+    except artifact_fs.Refused as exc:
+        _fail("%s; nothing was written" % exc)
     except OSError as exc:
-        _fail("cannot examine %s: %s; nothing was written" % (path, fileops.describe(exc)))
+        _fail("cannot open %s: %s; nothing was written" % (folder, fileops.describe(exc)))
+
+
+def _plan(fd, folder, title, mode):
+    target = os.path.join(folder, PAGE)
+    try:
+        artifact_fs.check_file(fd, PAGE, where=folder)  # a link or a FIFO there: refused before any read
+        model = collect.collect(folder, root_fd=fd)
+        data = to_bytes(page.render(model, _title(title)), errors="surrogate_or_strict")
+        changed = not artifact_fs.same(fd, PAGE, data, mode, where=folder)
+    except artifact_fs.Refused as exc:
+        _fail("%s; nothing was written" % exc)
+    except OSError as exc:
+        _fail("cannot examine %s: %s; nothing was written" % (target, fileops.describe(exc)))
+    return {"path": target, "content": data, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+            "changed": changed, "model": model}
 
 
 def plan(folder, title=None, mode=0o644):
     """What writing the page of ``folder`` would do, checked before any write: path, content
     (bytes), size, sha256, changed, and the model's summary (hosts, notes)."""
-    if not isinstance(folder, str) or not folder or "\0" in folder or not os.path.isabs(folder):
-        _fail("path must be the absolute path of the artifacts folder, got %r" % (folder,))
-    info = _lstat(folder)
-    if info is None:
-        _fail("the artifacts folder %s does not exist: there is nothing to report (run the audit, "
-              "playbooks/tune.yml or playbooks/rollout.yml first)" % folder)
-    if stat.S_ISLNK(info.st_mode):
-        _fail("refusing %s: it is a symbolic link (to %s), which is never followed; nothing was written"
-              % (folder, os.readlink(folder)))
-    if not stat.S_ISDIR(info.st_mode):
-        _fail("refusing %s: it exists and is not a directory; nothing was written" % folder)
-    target = os.path.join(folder, PAGE)
-    existing = _lstat(target)
-    if existing is not None and stat.S_ISLNK(existing.st_mode):
-        _fail("refusing %s: it is a symbolic link (to %s), which is never followed; nothing was written"
-              % (target, os.readlink(target)))
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
-        _fail("refusing %s: it exists and is not a regular file; nothing was written" % target)
-    model = collect.collect(folder)
-    data = to_bytes(page.render(model, _title(title)), errors="surrogate_or_strict")
-    changed = True
-    if existing is not None and stat.S_IMODE(existing.st_mode) == mode and existing.st_size == len(data):
-        with open(target, "rb") as handle:
-            changed = handle.read() != data
-    return {"path": target, "content": data, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-            "changed": changed, "model": model}
+    with artifact_fs.closing(_open_root(folder)) as fd:
+        return _plan(fd, folder, title, mode)
+
+
+def make(folder, title=None, mode=0o644, check_mode=False):
+    """plan() and, unless ``check_mode``, the page written when it changed: all through one
+    descriptor of the folder, so no swap between the checks and the write can redirect it."""
+    with artifact_fs.closing(_open_root(folder)) as fd:
+        planned = _plan(fd, folder, title, mode)
+        if planned["changed"] and not check_mode:
+            try:
+                artifact_fs.write_file(fd, PAGE, planned["content"], mode, where=folder)
+            except artifact_fs.Refused as exc:
+                _fail("%s; nothing was written" % exc)
+            except OSError as exc:
+                _fail("writing %s failed: %s" % (planned["path"], fileops.describe(exc)))
+    return planned
 
 
 def summary(model):
@@ -125,12 +142,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         args = self._task.args
         mode = _mode(args.get("mode", "0644"))
-        planned = plan(args.get("path"), args.get("title"), mode)
-        if planned["changed"] and not self._task.check_mode:
-            try:
-                fileops.write_atomic(planned["path"], planned["content"], mode=mode, makedirs=False)
-            except OSError as exc:
-                _fail("writing %s failed: %s" % (planned["path"], fileops.describe(exc)))
+        planned = make(args.get("path"), args.get("title"), mode, self._task.check_mode)
         result.update(changed=planned["changed"], path=planned["path"], size=planned["size"],
                       sha256=planned["sha256"], notes=list(planned["model"]["notes"]),
                       summary=summary(planned["model"]))

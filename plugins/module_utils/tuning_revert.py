@@ -18,6 +18,11 @@ items already at their before) leave the record, so a second revert has nothing 
 
 Order: files first (a modprobe.d or udev file back before the module or register it
 configures), then values, then kernel modules.
+
+Only what the collection writes is put back: an item of the record that none of its modules
+could have recorded (a file outside its areas' paths, a link to another file, any other sysfs
+file or kernel module: state/checks.py) is set aside when the record is loaded, never written,
+and named in ``refused`` with a warning; the others are reverted as usual.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common.spec import
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction import Transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.nvidia_driver_options import choose_initramfs
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import access
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import checks
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import items as state_items
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import store
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state.record import new_run_id, now_text
@@ -82,12 +88,14 @@ def run(params, check_mode=False, paths=None, tools=None):
     params = validate(params)
     paths = paths or state_items.Paths()
     try:
-        state = store.load(params["path"])
+        state = store.load(params["path"], paths.root)
     except store.StoreError as exc:
         raise ModuleFailure(str(exc))
     result = {"changed": False, "path": params["path"], "only_run": params["only_run"], "restored": [],
-              "already": [], "not_restorable": [], "pending_reboot": [], "reboot_required": False, "commands": [],
-              "changes": [], "warnings": []}
+              "already": [], "not_restorable": [], "refused": checks.listed(state), "pending_reboot": [],
+              "reboot_required": False, "commands": [], "changes": [], "warnings": []}
+    if result["refused"]:
+        result["warnings"].append(checks.warning(result["refused"], "not put back"))
     todo, settled = [], []
     for entry, target in selected(state, params):
         goal = dict(entry, before=target)

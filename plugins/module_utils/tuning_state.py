@@ -11,6 +11,8 @@ container role's memlock files), in the same two steps (state/record.py): ``plan
 the change, ``applied`` after it.
 
 ``mode=drift`` reads every applied item back (state/access.py) and lists those that no longer hold.
+Items of the record that the collection does not restore (state/checks.py) are neither read nor
+recorded over; both modes name them in ``refused``.
 
 Engine contract: ``run(params, check_mode=False, paths=None, tools=None)``; ``paths`` is a
 state.items.Paths; ``changes`` holds one file record for the state file when it is written.
@@ -22,6 +24,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common import reco
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.spec import with_defaults
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import access
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import checks
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import items as state_items
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import record as state_record
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import store
@@ -59,7 +62,7 @@ def run(params, check_mode=False, paths=None, tools=None):
     params = validate(params)
     paths = paths or state_items.Paths()
     if params["mode"] == "drift":
-        return _drift(params, state_record.load(params["path"]), paths)
+        return _drift(params, state_record.load(params["path"], paths.root), paths)
     return state_record.record(params["path"], params["run_id"] or state_record.new_run_id(), params["planned"],
                                params["applied"], None if params["prune"] else (), check_mode, paths)
 
@@ -79,8 +82,10 @@ def _drift(params, state, paths):
             continue
         if not state_items.same(entry, current, entry["after"]):
             drift.append(_drift_entry(entry, current))
+    refused = checks.listed(state)
     return {"changed": False, "changes": [], "path": params["path"], "checked": checked, "drift": drift,
-            "drifted": bool(drift), "items": len(state["items"])}
+            "drifted": bool(drift), "items": len(state["items"]), "refused": refused,
+            "warnings": [checks.warning(refused, "not checked")] if refused else []}
 
 
 def _drift_entry(entry, current):

@@ -16,16 +16,29 @@ version_added: 0.1.0
 description:
   - Writes the files of O(files) into the folder O(path) on the Ansible controller, creating
     the folder (mode O(dir_mode)) when it is missing. The roles use it for the records they keep
-    under C(artifacts/) (C(audit.json), C(system-improve.md), C(fleet-audit.json),
-    C(fleet-audit.md)).
+    under C(artifacts/) (C(audit.json), C(system-improve.md), C(verify.json), C(fleet-audit.json),
+    C(fleet-audit.md), C(fleet-drift.json), C(revert.json), the benchmark records, the rollout
+    reports).
   - Runs in the controller process itself, whatever host the task is for; no module is sent to
     a host. One task writes a whole folder, where M(ansible.builtin.copy) takes a module run per
     file (about a second each on a small controller).
-  - Each file is written whole and atomically (a temporary file beside it renamed over it) with
-    mode O(mode); a file whose bytes and mode are already right is not written again.
-  - A symbolic link, or anything but a directory, where the folder is, and a symbolic link or
-    anything but a regular file where a file goes, is refused with an error naming it before
-    anything is written.
+  - Each file is written whole and atomically (a temporary file created in the folder, renamed
+    over it) with mode O(mode) whatever the umask; a file whose bytes and mode are already right
+    is not written again.
+  - The artifacts folder may be shared with other local users, so nothing is done by path after
+    a check. The folder is opened once, one component at a time from C(/), without following
+    links; every file is checked, compared and written relative to that open folder, and the
+    rename replaces the entry itself, so a link swapped in after the check is replaced, never
+    followed. A missing folder (and a missing folder above it, mode C(0755)) is made the same
+    way.
+  - The folders above O(path) are resolved once (links the operator set up there, such as
+    C(/srv) on another volume, are followed at that point only); O(path) itself and everything in
+    it are never followed.
+  - Refused with an error naming it, before anything is written - O(path) or a folder in it that
+    is a symbolic link, or one swapped in for a folder of the resolved path; anything but a directory where a folder is; a folder (O(path) or any
+    folder above it) writable by other users without the sticky bit (a sticky one such as
+    C(/tmp) is fine); a symbolic link, FIFO, socket, device or anything but a regular file where
+    a file goes (never opened, so nothing blocks).
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -55,7 +68,9 @@ options:
     type: str
     default: "0644"
   dir_mode:
-    description: Permission bits of the folder when it is created, an octal string.
+    description: Permission bits of the folder when it is created (whatever the umask), an octal
+      string. A mode that lets others write without the sticky bit makes a folder that is then
+      refused.
     type: str
     default: "0755"
 seealso:

@@ -34,14 +34,26 @@ description:
     is no script, and its Content-Security-Policy allows no request. It is readable on a phone
     (wide parts scroll in their own boxes).
   - Runs in the controller process itself, whatever host the task is for; no module is sent to
-    a host. A record that cannot be read (a symbolic link, not JSON, too large) is left out and
-    named in the result's RV(notes) and at the foot of the page.
-  - The page is written whole and atomically (a temporary file beside it renamed over it) with
-    mode O(mode), and only when its bytes or mode differ - it depends on the records only (no
-    clock), so a second run over the same records changes nothing.
-  - The folder must exist and be a directory; a symbolic link where the folder or C(index.html)
-    is, or anything but a regular file where C(index.html) goes, is refused with an error naming
-    it before anything is written.
+    a host. A record that cannot be read (a symbolic link, a FIFO, socket or device, a host
+    folder writable by others without the sticky bit, not JSON, too large) is left out and named
+    in the result's RV(notes) and at the foot of the page; a FIFO is never opened, so nothing
+    blocks.
+  - The artifacts folder may be shared with other local users, so nothing is done by path after
+    a check. The folder is opened once, one component at a time from C(/), without following
+    links; the records are read, and the page compared and written, relative to that open
+    folder (each host folder opened the same way), so a link swapped in after a check is never
+    followed.
+  - The page is written whole and atomically (a temporary file created in the folder, renamed
+    over C(index.html), which replaces the entry itself) with mode O(mode) whatever the umask,
+    and only when its bytes or mode differ - it depends on the records only (no clock), so a
+    second run over the same records changes nothing.
+  - The folder must exist and be a directory. Refused with an error naming it, before anything
+    is written - O(path) or a host folder that is a symbolic link (the folders above O(path) are
+    resolved once, the operator's setup), a link swapped in for a folder of the resolved path, or
+    one where C(index.html) is; a folder
+    (O(path) or any folder above it) writable by other users without the sticky bit (a sticky
+    one such as C(/tmp) is fine); a FIFO, socket, device or anything but a regular file where
+    C(index.html) goes.
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:

@@ -29,6 +29,11 @@ description:
   - Restored items, and items already at their earlier value, leave the state file, so a
     second revert changes nothing. A file whose earlier content was never recorded is left as
     it is, with a warning.
+  - Only what the collection's modules write is put back - the state file is data, checked item by
+    item when it is read. An item none of them records (a file outside the paths of its area, a
+    link to another file, a setuid or world-writable mode, any other sysfs file or kernel module)
+    is never written; it is listed in RV(refused) with the reason and a warning, and the other
+    items are reverted as usual.
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -175,6 +180,36 @@ not_restorable:
   returned: always
   type: list
   elements: dict
+refused:
+  description:
+    - Items of the state file that no module of the collection records, set aside when the file is
+      read - a file outside the paths its area writes, a link other than the ones a module records,
+      a mode with setuid, setgid or sticky bits or writable by others, a file not root's (an LXC
+      config keeps its owner), any other sysfs file, PCI address or value, any other kernel module.
+    - They are never read back, recorded over or written, and stay in the state file as they were,
+      each named here with the reason and in a warning; every other item is handled as usual.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    key:
+      description: The item's key in the state file.
+      type: str
+    kind:
+      description: The item's kind as the file gives it (V(sysctl), V(sysfs), V(file), ...); null when missing.
+      type: str
+    area:
+      description: The area the file gives it; null when missing.
+      type: str
+    target:
+      description: The key, path, PCI address or module the file gives it; null when missing.
+      type: str
+    why:
+      description: Why it is refused.
+      type: str
+  sample:
+    - {"key": "file:/etc/cron.d/evil", "kind": "file", "area": "kernel_cmdline", "target": "/etc/cron.d/evil",
+       "why": "/etc/cron.d/evil is not a file the kernel_cmdline area writes"}
 pending_reboot:
   description: Targets restored in files that take effect at the next boot.
   returned: always

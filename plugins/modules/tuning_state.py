@@ -26,6 +26,10 @@ description:
     a file's content (an LXC config line, a kernel argument, a driver option) are covered by
     the file's record.
   - gpufleet.tuning.tuning_revert puts the recorded items back.
+  - The state file is data, checked item by item when it is read. An item no module of the
+    collection records is neither read back nor recorded over and is listed in RV(refused); a
+    change record of that kind in O(planned) or O(applied) (a file outside the paths its area
+    writes) fails the call before anything is recorded.
 author:
   - gpufleet maintainers (@gpufleet)
 attributes:
@@ -170,6 +174,36 @@ not_restorable:
   returned: when mode is record
   type: list
   elements: str
+refused:
+  description:
+    - Items of the state file that no module of the collection records, set aside when the file is
+      read - a file outside the paths its area writes, a link other than the ones a module records,
+      a mode with setuid, setgid or sticky bits or writable by others, a file not root's (an LXC
+      config keeps its owner), any other sysfs file, PCI address or value, any other kernel module.
+    - They are never read back, recorded over or written, and stay in the state file as they were,
+      each named here with the reason and in a warning; every other item is handled as usual.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    key:
+      description: The item's key in the state file.
+      type: str
+    kind:
+      description: The item's kind as the file gives it (V(sysctl), V(sysfs), V(file), ...); null when missing.
+      type: str
+    area:
+      description: The area the file gives it; null when missing.
+      type: str
+    target:
+      description: The key, path, PCI address or module the file gives it; null when missing.
+      type: str
+    why:
+      description: Why it is refused.
+      type: str
+  sample:
+    - {"key": "file:/etc/cron.d/evil", "kind": "file", "area": "kernel_cmdline", "target": "/etc/cron.d/evil",
+       "why": "/etc/cron.d/evil is not a file the kernel_cmdline area writes"}
 checked:
   description: How many applied items were read back.
   returned: when mode is drift

@@ -7,9 +7,15 @@ audit_judge, which writes a host's audit with it.
 
 The files are what a record reader expects: each written whole and atomically (a temporary file
 beside it, renamed over it), with the mode asked for; a file whose bytes and mode are already
-right is left alone. A symbolic link where the folder or a file should be is refused, never
-followed, before anything is written (the artifact_dir filter refuses the same before the play
-reads anything; this holds for a link planted in between too).
+right is left alone. The artifacts folder may be shared with other local users, so nothing is
+done by path after a check (plugin_utils/artifact_fs.py says why): the folder is opened once,
+component by component, never through a symbolic link and never when it (or a folder above
+it) is writable by others without the sticky bit; a missing folder is made with mkdir relative
+to its parent's descriptor; every file is checked, compared and written relative to the
+folder's descriptor. A link, or anything but a regular file, where a file goes is refused
+before anything is written, and a swap after that check cannot redirect a write (the rename
+replaces the entry itself). The artifact_dir filter refuses links too, before the play reads
+anything.
 
 In plugin_utils because two actions use it and an action plugin never imports another; the
 errors keep the name artifact_files, whichever action asked.
@@ -20,12 +26,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs
 
 _PLAIN_FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*\Z")
 _MODE = re.compile(r"^0?[0-7]{3}\Z")
@@ -47,28 +53,64 @@ def type_name(value):
     return type(value).__name__
 
 
-def _lstat(path):
+def _fail(message):
+    raise AnsibleActionFail("artifact_files: %s" % message)
+
+
+def _items(folder, files):
+    """[(name, bytes)] of ``files`` by name, after checking ``folder`` and ``files``."""
+    if not isinstance(folder, str) or not folder or "\0" in folder or not os.path.isabs(folder):
+        _fail("path must be an absolute folder path, got %r" % (folder,))
+    if not isinstance(files, dict) or not files:
+        _fail("files must be a non-empty mapping of file name to content, got %s"
+              % (type_name(files) if not isinstance(files, dict) else "an empty one"))
+    items = []
+    for name in sorted(files):
+        if not isinstance(name, str) or not _PLAIN_FILE.match(name):
+            _fail("file name %r is not a plain name (letters, digits, '.', '_' and '-', not starting with '.')"
+                  % (name,))
+        if not isinstance(files[name], str):
+            _fail("the content of %s must be text, got %s" % (name, type_name(files[name])))
+        items.append((name, to_bytes(files[name], errors="surrogate_or_strict")))
+    return items
+
+
+def _open(folder):
+    """The folder's descriptor, or None when it (or a folder above it) is missing."""
     try:
-        return os.lstat(path)
+        return artifact_fs.open_dir(folder)
     except FileNotFoundError:
         return None
+
+
+def _make(folder, dir_mode):
+    """Make the missing ``folder`` (mode ``dir_mode``) relative to its parent's descriptor, the
+    parent made too when missing (0755); its descriptor."""
+    parent, leaf = os.path.split(os.path.normpath(folder))
+    if not leaf:
+        return artifact_fs.open_dir(folder)
+    with artifact_fs.closing(artifact_fs.open_dir(parent, create=True, mode=fileops.DIR_MODE)) as parent_fd:
+        return artifact_fs.open_subdir(parent_fd, leaf, create=True, mode=dir_mode, where=parent)
+
+
+def _plan(fd, folder, items, mode):
+    """One entry per file: name, path, content, size, sha256, changed (``fd`` None: a missing
+    folder, so every file is new). Refused before anything is written for a link or a
+    non-regular file where a file goes."""
+    return [{"name": name, "path": os.path.join(folder, name), "content": data, "size": len(data),
+             "sha256": hashlib.sha256(data).hexdigest(),
+             "changed": fd is None or not artifact_fs.same(fd, name, data, mode, where=folder)}
+            for name, data in items]
+
+
+def _guarded(folder, work):
+    """Run ``work()``, turning a refusal or an OSError into the action's message."""
+    try:
+        return work()
+    except artifact_fs.Refused as exc:
+        _fail("%s; nothing was written" % exc)
     except OSError as exc:
-        raise AnsibleActionFail("artifact_files: cannot examine %s: %s; nothing was written"
-                                % (path, fileops.describe(exc)))
-
-
-def _refuse_link(path, info, want_dir):
-    if info is None:
-        return
-    if stat.S_ISLNK(info.st_mode):
-        raise AnsibleActionFail("artifact_files: refusing %s: it is a symbolic link (to %s), which is never "
-                                "followed; nothing was written" % (path, os.readlink(path)))
-    if want_dir and not stat.S_ISDIR(info.st_mode):
-        raise AnsibleActionFail("artifact_files: refusing %s: it exists and is not a directory; nothing was "
-                                "written" % path)
-    if not want_dir and not stat.S_ISREG(info.st_mode):
-        raise AnsibleActionFail("artifact_files: refusing %s: it exists and is not a regular file; nothing "
-                                "was written" % path)
+        _fail("writing in %s failed: %s" % (folder, fileops.describe(exc)))
 
 
 def plan(folder, files, mode):
@@ -76,50 +118,38 @@ def plan(folder, files, mode):
 
     Returns one entry per file, sorted by name: name, path, content (bytes), size, sha256 and
     changed (the bytes or the mode differ, or the file is new)."""
-    if not isinstance(folder, str) or not folder or "\0" in folder or not os.path.isabs(folder):
-        raise AnsibleActionFail("artifact_files: path must be an absolute folder path, got %r" % (folder,))
-    if not isinstance(files, dict) or not files:
-        raise AnsibleActionFail("artifact_files: files must be a non-empty mapping of file name to content, "
-                                "got %s" % (type_name(files) if not isinstance(files, dict) else "an empty one"))
-    _refuse_link(folder, _lstat(folder), want_dir=True)
-    entries = []
-    for name in sorted(files):
-        if not isinstance(name, str) or not _PLAIN_FILE.match(name):
-            raise AnsibleActionFail("artifact_files: file name %r is not a plain name (letters, digits, '.', '_' "
-                                    "and '-', not starting with '.')" % (name,))
-        content = files[name]
-        if not isinstance(content, str):
-            raise AnsibleActionFail("artifact_files: the content of %s must be text, got %s"
-                                    % (name, type_name(content)))
-        data = to_bytes(content, errors="surrogate_or_strict")
-        path = os.path.join(folder, name)
-        info = _lstat(path)
-        _refuse_link(path, info, want_dir=False)
-        changed = True
-        if info is not None and stat.S_IMODE(info.st_mode) == mode and info.st_size == len(data):
-            with open(path, "rb") as handle:
-                changed = handle.read() != data
-        entries.append({"name": name, "path": path, "content": data, "size": len(data),
-                        "sha256": hashlib.sha256(data).hexdigest(), "changed": changed})
-    return entries
+    items = _items(folder, files)
+
+    def work():
+        fd = _open(folder)
+        if fd is None:
+            return _plan(None, folder, items, mode)
+        with artifact_fs.closing(fd):
+            return _plan(fd, folder, items, mode)
+    return _guarded(folder, work)
 
 
 def write(folder, files, mode, dir_mode, check_mode):
     """Write ``files`` (name -> text) into ``folder`` as plan() says: the folder made (mode
-    ``dir_mode``) when missing, each changed file written whole and atomically; nothing in check
-    mode. Returns changed, created and files (name, path, size, sha256, changed per file)."""
-    entries = plan(folder, files, mode)
-    created = _lstat(folder) is None
-    changed = created or any(entry["changed"] for entry in entries)
-    if changed and not check_mode:
-        try:
-            if created:
-                fileops.make_dirs(folder)
-                os.chmod(folder, dir_mode)
+    ``dir_mode``) when missing, each changed file written whole and atomically relative to the
+    folder's descriptor; nothing in check mode. Returns changed, created and files (name, path,
+    size, sha256, changed per file)."""
+    items = _items(folder, files)
+
+    def work():
+        fd = _open(folder)
+        created = fd is None
+        if created and not check_mode:
+            fd = _make(folder, dir_mode)
+        if fd is None:
+            return created, _plan(None, folder, items, mode)
+        with artifact_fs.closing(fd):
+            entries = _plan(fd, folder, items, mode)  # every file checked before the first write
             for entry in entries:
-                if entry["changed"]:
-                    fileops.write_atomic(entry["path"], entry["content"], mode=mode)
-        except OSError as exc:
-            raise AnsibleActionFail("artifact_files: writing in %s failed: %s" % (folder, fileops.describe(exc)))
+                if entry["changed"] and not check_mode:
+                    artifact_fs.write_file(fd, entry["name"], entry["content"], mode, where=folder)
+            return created, entries
+    created, entries = _guarded(folder, work)
+    changed = created or any(entry["changed"] for entry in entries)
     return {"changed": changed, "created": created,
             "files": [{key: entry[key] for key in ("name", "path", "size", "sha256", "changed")} for entry in entries]}

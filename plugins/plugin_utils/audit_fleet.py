@@ -5,6 +5,10 @@
 worst finding. It reads the per-host audits the audit role keeps (the same dicts it writes to
 each host's audit.json); the Markdown is rendered by audit_report (kind fleet).
 
+What it returns is written as fleet-audit.json: its strings are cleaned (node_text), as each
+host's audit.json is; a host's ``report`` is its folder (artifact_dir's encoding of the name
+as given) and the report's file name.
+
 The filter audit_fleet (plugins/filter/audit.py) is a thin wrapper over this file; the fleet
 page's test fleet builds its summary here.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.artifact_dir import encode
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.node_text import clean_tree
 
 SEVERITIES = ("P0", "P1", "P2")
 REPORT = "system-improve.md"
@@ -65,7 +70,7 @@ def audit_fleet(audits):
     findings.sort(key=lambda f: (SEVERITIES.index(f["severity"]) if f["severity"] in SEVERITIES else len(SEVERITIES),
                                  -len(f["hosts"])))
     times = sorted(h["time"] for h in hosts if isinstance(h["time"], str))
-    return {"hosts": hosts, "findings": findings,
-            "unknown": [dict((k, v) for k, v in unknown[rule].items() if k not in ("fix", "severity"))
-                        for rule in unknown_order],
-            "first": times[0] if times else None, "last": times[-1] if times else None}
+    return clean_tree({"hosts": hosts, "findings": findings,
+                       "unknown": [dict((k, v) for k, v in unknown[rule].items() if k not in ("fix", "severity"))
+                                   for rule in unknown_order],
+                       "first": times[0] if times else None, "last": times[-1] if times else None})

@@ -7,7 +7,11 @@ Everything here is rendering: the host's audit (the dict the audit role writes t
 the rules' evaluation from audit_rules, the planned changes from audit_planned, the facts) and
 the fleet's summary (audit_fleet) become Markdown, and nothing is judged again. The same input
 renders the same bytes (tests/unit/fixtures/audit/*.md are compared exactly), so nothing here
-reads the clock or the machine.
+reads the clock or the machine. Every value of the audit (the node's names and values, the
+findings' text, the rules' titles) is Markdown-escaped (markdown_text: ``escape`` for text and
+table cells, ``code`` for rule ids and tags), so a host or GPU name holding ``<img ...>`` or
+``[x](javascript:...)`` is shown as that text; the only links are the report's own anchor and,
+in the fleet's report, each host's system-improve.md by its folder name (artifact_dir).
 
 Used by the action audit_judge (system-improve.md) and the filter audit_report
 (plugins/filter/audit.py, fleet-audit.md), a thin wrapper; neither imports the other.
@@ -15,7 +19,13 @@ Used by the action audit_judge (system-improve.md) and the filter audit_report
 
 from __future__ import annotations
 
+import re
+from urllib.parse import quote
+
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.artifact_dir import encode
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.markdown_text import code, escape
 
 SEVERITIES = ("P0", "P1", "P2")
 HEADINGS = {
@@ -24,6 +34,9 @@ HEADINGS = {
     "P2": "P2: minor",
 }
 PHASES = (("runtime", "--tags runtime"), ("reboot_required", "--tags reboot_required"))
+REPORT = "system-improve.md"
+# What audit_fleet gives as a host's report: its folder (artifact_dir's encoding) and REPORT.
+_REPORT_PATH = re.compile(r"([A-Za-z0-9._~%-]+)/" + re.escape(REPORT) + r"\Z")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -58,9 +71,12 @@ def _text(value, empty="unknown"):
     return str(value)
 
 
-def _cell(text):
-    """Text safe in a Markdown table cell."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+def _md(value):
+    """A value as Markdown text (None as "None", as the report always wrote it)."""
+    return escape(value if isinstance(value, str) else str(value))
+
+
+_cell = _md
 
 
 def _plural(count, word):
@@ -89,10 +105,11 @@ def _fix_line(fix):
     if fix.get("class") == "manual":
         return "Fix: by hand, see [Manual steps](#manual-steps)."
     if fix.get("class") == "reboot_required":
-        text = "Fix: `%s` runs %s, live after the next reboot" % ("--tags " + fix.get("tag", "reboot_required"), fix.get("module"))
+        text = "Fix: %s runs %s, live after the next reboot" % (
+            code("--tags %s" % fix.get("tag", "reboot_required")), _md(fix.get("module")))
     else:
-        text = "Fix: `%s` runs %s" % ("--tags " + fix.get("tag", "runtime"), fix.get("module"))
-    return text + (": %s." % steps.rstrip(".") if steps else ".")
+        text = "Fix: %s runs %s" % (code("--tags %s" % fix.get("tag", "runtime")), _md(fix.get("module")))
+    return text + (": %s." % _md(str(steps).rstrip(".")) if steps else ".")
 
 
 def _by_rule(entries):
@@ -138,7 +155,7 @@ def _header(audit, lines):
     if proxmox:
         name += ", Proxmox VE node"
     lines += [
-        "# System improvement report: %s" % host,
+        "# System improvement report: %s" % _md(host),
         "",
         "| | |",
         "|---|---|",
@@ -182,17 +199,17 @@ def _since(audit, lines):
         return
     lines += ["## Since the previous audit", ""]
     if since.get("none"):
-        lines += ["No comparison: %s." % str(since.get("reason") or "no previous audit").rstrip("."), ""]
+        lines += ["No comparison: %s." % _md(str(since.get("reason") or "no previous audit").rstrip(".")), ""]
         return
     fixed, new, still = since.get("fixed") or [], since.get("new") or [], since.get("still") or []
     lines += ["Previous audit %s: %d fixed, %d new, %d still open." % (
-        _text(since.get("previous_time")), len(fixed), len(new), len(still)), ""]
+        _md(_text(since.get("previous_time"))), len(fixed), len(new), len(still)), ""]
     for word, entries in (("Fixed", fixed), ("New", new)):
         for entry in entries:
-            lines.append("- %s %s: %s (`%s`)%s%s" % (
-                word, entry.get("severity"), entry.get("title"), entry.get("rule"),
-                ", %s" % entry["item"] if entry.get("item") else "",
-                ", %s" % NOW.get(entry.get("now"), entry.get("now")) if word == "Fixed" else ""))
+            lines.append("- %s %s: %s (%s)%s%s" % (
+                word, _md(entry.get("severity")), _md(entry.get("title")), code(entry.get("rule")),
+                ", %s" % _md(entry["item"]) if entry.get("item") else "",
+                ", %s" % _md(NOW.get(entry.get("now"), entry.get("now"))) if word == "Fixed" else ""))
     if fixed or new:
         lines.append("")
 
@@ -209,11 +226,11 @@ def _findings(audit, lines):
             continue
         lines += ["### %s" % HEADINGS[severity], ""]
         for first, group in _by_rule(mine):
-            lines += ["#### %s (`%s`)" % (first.get("title"), first.get("rule")), ""]
+            lines += ["#### %s (%s)" % (_md(first.get("title")), code(first.get("rule"))), ""]
             for entry in group:
                 item = entry.get("item")
-                lines.append("- %s%s" % ("%s: " % item if item else "", entry.get("message")))
-            lines += ["", _fix_line(first.get("fix") or {}), "", "Why: %s" % first.get("rationale"), ""]
+                lines.append("- %s%s" % ("%s: " % _md(item) if item else "", _md(entry.get("message"))))
+            lines += ["", _fix_line(first.get("fix") or {}), "", "Why: %s" % _md(first.get("rationale")), ""]
 
 
 def _planned(audit, lines):
@@ -236,19 +253,21 @@ def _planned(audit, lines):
             lines += ["Nothing to change.", ""]
         notes = []
         for module, entry in modules.items():
+            module = _md(module)
             status = entry.get("status")
             if status in ("failed", "not_run"):
-                notes.append("%s: could not plan: %s" % (module, entry.get("msg")))
+                notes.append("%s: could not plan: %s" % (module, _md(entry.get("msg"))))
             elif status == "skipped":
-                notes.append("%s: skipped: %s" % (module, entry.get("msg")))
+                notes.append("%s: skipped: %s" % (module, _md(entry.get("msg"))))
             for line in entry.get("pending") or []:
-                notes.append("%s: waits for %s: %s" % (module, "a reboot" if entry.get("reboot_required") else "a reload or restart", line))
+                waits = "a reboot" if entry.get("reboot_required") else "a reload or restart"
+                notes.append("%s: waits for %s: %s" % (module, waits, _md(line)))
             if entry.get("restart_required") and not entry.get("pending"):
                 who = entry.get("restart_required_for") or []
                 notes.append("%s: %s before the change is live" % (
-                    module, "a restart of %s is needed" % ", ".join(who) if who else "a restart is needed"))
+                    module, "a restart of %s is needed" % ", ".join(_md(w) for w in who) if who else "a restart is needed"))
             for key, why in sorted((entry.get("skipped_keys") or {}).items()):
-                notes.append("%s: left out %s: %s" % (module, key, why))
+                notes.append("%s: left out %s: %s" % (module, _md(key), _md(why)))
         if notes:
             lines += ["- %s" % " ".join(note.split()) for note in notes] + [""]
 
@@ -261,25 +280,25 @@ def _manual(audit, lines):
         return
     for first, group in _by_rule(manual):
         items = [entry.get("item") for entry in group if entry.get("item")]
-        lines += ["#### %s (`%s`, %s)" % (first.get("title"), first.get("rule"), first.get("severity")), ""]
+        lines += ["#### %s (%s, %s)" % (_md(first.get("title")), code(first.get("rule")), _md(first.get("severity"))), ""]
         if items:
-            lines += ["For %s." % ", ".join(items), ""]
-        lines += [first["fix"].get("steps") or "", ""]
+            lines += ["For %s." % ", ".join(_md(item) for item in items), ""]
+        lines += [_md(first["fix"].get("steps") or ""), ""]
 
 
 def _grouped_list(entries, lines, detail, totals):
     for first, group in _by_rule(entries):
         text = detail(group, totals.get(first.get("rule"), len(group)))
-        lines.append("- **%s** (`%s`): %s" % (first.get("title"), first.get("rule"), text))
+        lines.append("- **%s** (%s): %s" % (_md(first.get("title")), code(first.get("rule")), text))
     lines.append("")
 
 
 def _optimal_detail(group, total):
     texts = []
     for entry in group:
-        text = entry.get("ok") or "ok"
+        text = _md(entry.get("ok") or "ok")
         if entry.get("item") and not entry.get("ok"):
-            text = "%s ok" % entry["item"]
+            text = "%s ok" % _md(entry["item"])
         texts.append(text)
     if len(texts) > 1 and len(set(texts)) == 1:
         return "%s (%s)" % (texts[0], "all %d" % total if total == len(texts) else "%d of %d" % (len(texts), total))
@@ -289,17 +308,17 @@ def _optimal_detail(group, total):
 def _unknown_detail(group, total):
     by_reason, order = {}, []
     for entry in group:
-        reason = "; ".join(entry.get("reasons") or ["no reason given"])
+        reason = "; ".join(_md(r) for r in entry.get("reasons") or ["no reason given"])
         if reason not in by_reason:
             by_reason[reason] = []
             order.append(reason)
         if entry.get("item"):
-            by_reason[reason].append(entry["item"])
+            by_reason[reason].append(_md(entry["item"]))
     return "; ".join("%s%s" % ("%s: " % ", ".join(by_reason[r]) if by_reason[r] else "", r) for r in order)
 
 
 def _na_detail(group, total):
-    items = [entry["item"] for entry in group if entry.get("item")]
+    items = [_md(entry["item"]) for entry in group if entry.get("item")]
     if items:
         return "; ".join(items)
     return "nothing to check here" if any(entry.get("why") for entry in group) else "does not apply here"
@@ -342,18 +361,39 @@ def host_report(audit):
     tail = "%s evaluated" % _plural(len(rules.get("ids") or []), "rule")
     for key, words in (("disabled", "disabled"), ("overridden", "overridden"), ("added", "added")):
         if rules.get(key):
-            tail += "; %s: %s" % (words, ", ".join(rules[key]))
+            tail += "; %s: %s" % (words, ", ".join(_md(rule) for rule in rules[key]))
     lines += ["---", "", "gpufleet.tuning.audit: %s. The audit changes nothing on the node." % tail]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
 # ------------------------------------------------------------------------------ fleet
 
+def _where(finding):
+    """The hosts of one finding of the fleet, with their item counts."""
+    return ", ".join("%s (%s)" % (_cell(h["host"]), _plural(len(h["items"]), "item")) if h["items"] else _cell(h["host"])
+                     for h in finding.get("hosts") or [])
+
+
+def _report_link(host):
+    """The URL of the host's system-improve.md, relative to fleet-audit.md: its folder name
+    (audit_fleet's ``report``, checked to be an artifact_dir folder and REPORT; else encoded
+    here from the host's name) percent-encoded, or None. Never any other text of the record."""
+    match = _REPORT_PATH.match(host.get("report") or "") if isinstance(host.get("report"), str) else None
+    folder = match.group(1) if match else None
+    if folder is None or folder in (".", ".."):
+        try:
+            folder = encode(host.get("host"))
+        except AnsibleFilterError:
+            return None
+    return "%s/%s" % (quote(folder, safe=""), REPORT)
+
+
 def fleet_report(fleet):
     hosts = fleet.get("hosts") or []
     lines = ["# Fleet audit", ""]
     if fleet.get("first"):
-        span = fleet["first"] if fleet["first"] == fleet.get("last") else "%s to %s" % (fleet["first"], fleet.get("last"))
+        span = _md(fleet["first"]) if fleet["first"] == fleet.get("last") else "%s to %s" % (
+            _md(fleet["first"]), _md(fleet.get("last")))
         lines += ["%s audited, %s, by gpufleet.tuning.audit." % (_plural(len(hosts), "host"), span), ""]
     else:
         lines += ["%s audited by gpufleet.tuning.audit." % _plural(len(hosts), "host"), ""]
@@ -364,10 +404,11 @@ def fleet_report(fleet):
         for host in hosts:
             counts = host.get("counts") or {}
             planned = host.get("planned") or {}
-            lines.append("| %s | %s | %d | %d | %d | %d | %d | %d | [system-improve.md](%s) |" % (
-                _cell(host["host"]), host.get("worst") or "none", counts.get("P0", 0), counts.get("P1", 0),
+            link = _report_link(host)
+            lines.append("| %s | %s | %d | %d | %d | %d | %d | %d | %s |" % (
+                _cell(host["host"]), _cell(host.get("worst") or "none"), counts.get("P0", 0), counts.get("P1", 0),
                 counts.get("P2", 0), counts.get("unknown", 0), planned.get("runtime", 0),
-                planned.get("reboot_required", 0), host.get("report")))
+                planned.get("reboot_required", 0), "[%s](%s)" % (REPORT, link) if link else "-"))
         lines.append("")
     else:
         lines += ["No host was audited.", ""]
@@ -382,18 +423,16 @@ def fleet_report(fleet):
         lines += ["### %s" % HEADINGS[severity], "", "| finding | fix | hosts |", "|---|---|---|"]
         for finding in mine:
             fix = finding.get("fix") or {}
-            fix_text = "by hand" if fix.get("class") == "manual" else "`--tags %s` (%s)" % (fix.get("tag"), fix.get("module"))
-            where = ", ".join("%s (%s)" % (h["host"], _plural(len(h["items"]), "item")) if h["items"] else h["host"]
-                              for h in finding.get("hosts") or [])
-            lines.append("| %s (`%s`) | %s | %s |" % (_cell(finding.get("title")), finding.get("rule"), _cell(fix_text), _cell(where)))
+            fix_text = "by hand" if fix.get("class") == "manual" else "%s (%s)" % (
+                code("--tags %s" % fix.get("tag"), cell=True), _cell(fix.get("module")))
+            lines.append("| %s (%s) | %s | %s |" % (_cell(finding.get("title")), code(finding.get("rule"), cell=True),
+                                                    fix_text, _where(finding)))
         lines.append("")
     unknown = fleet.get("unknown") or []
     if unknown:
         lines += ["## Unknown across the fleet", "", "| rule | hosts |", "|---|---|"]
         for entry in unknown:
-            where = ", ".join("%s (%s)" % (h["host"], _plural(len(h["items"]), "item")) if h["items"] else h["host"]
-                              for h in entry.get("hosts") or [])
-            lines.append("| %s (`%s`) | %s |" % (_cell(entry.get("title")), entry.get("rule"), _cell(where)))
+            lines.append("| %s (%s) | %s |" % (_cell(entry.get("title")), code(entry.get("rule"), cell=True), _where(entry)))
         lines.append("")
     lines += ["---", "", "Each host's report says what was measured, the fix, and why."]
     return "\n".join(lines).rstrip("\n") + "\n"

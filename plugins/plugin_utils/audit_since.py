@@ -8,7 +8,10 @@ The audit runs first in every tune run, so the audit.json it replaces is the nod
 run found it. Comparing the two is how an operator sees that a tuning pass did what it
 promised (a P0 that the last audit found and this one lists as optimal is "fixed") and that
 nothing regressed (a finding that is new since then). A finding is the pair (rule, item): the
-same rule on another GPU is another finding.
+same rule on another GPU is another finding. The pair is compared as node_text cleans it:
+audit.json holds cleaned text (a sysctl value's tabs as spaces) while this run's findings may
+not be cleaned yet (the action audit_judge cleans after this comparison), and an audit.json
+written before the cleaning holds the raw text; either way the same finding is the same pair.
 
 The previous audit is read from the controller's artifacts and is data, never trusted to be
 well formed: text that is not JSON, or JSON that is not an audit, gives no comparison (with
@@ -24,11 +27,14 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.node_text import TEXT_LIMIT, clean
+
 LISTS = ("optimal", "not_applicable", "unknown")
 
 
 def _key(entry):
-    return (entry.get("rule"), entry.get("item"))
+    item = entry.get("item")
+    return (clean(entry.get("rule"), TEXT_LIMIT), None if item is None else clean(item, TEXT_LIMIT))
 
 
 def _brief(entry, **extra):

@@ -13,6 +13,11 @@ the noise?), then the efficiency against the memory-bandwidth ceiling, every lev
 side by side, the gate, and the tuning changes made between the two runs, from their structured
 records.
 
+The model name, the URL, the load's settings, the change records' targets and values come from
+the node and the serving stack: the comparison (benchmark.json) has every string cleaned
+(node_text), and the page Markdown-escapes every value (markdown_text), so none renders as
+markup; the page has no link.
+
 In plugin_utils so that the filters (plugins/filter/report.py) and Python code (the fleet page's
 test fleet) share it without importing a filter plugin.
 """
@@ -25,6 +30,8 @@ import math
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import stats
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.markdown_text import code, escape
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.node_text import clean_tree
 
 DEFAULT_GATE = ["decode_tokens_per_s", "output_tokens_per_s"]
 FIGURES = [path for path, _higher in stats.SUMMARY_FIGURES]
@@ -83,7 +90,7 @@ def benchmark_compare(after, before, changes=None, max_regression_pct=None, gate
     report["headline"] = dict(single["figures"]["decode_tokens_per_s"], figure="decode_tokens_per_s", concurrency=1)
     report["efficiency"] = {"before": (before or {}).get("efficiency"), "after": after.get("efficiency")}
     report["gate"] = _gate(report, limit, gate_figures)
-    return report
+    return clean_tree(report)
 
 
 def _differences(before, after):
@@ -140,7 +147,7 @@ def _num(value):
         return "-"
     if isinstance(value, float):
         return "%.4g" % value if abs(value) < 1000 else "%.0f" % value
-    return str(value)
+    return str(value) if isinstance(value, int) else escape(str(value))
 
 
 def _pct(value):
@@ -155,9 +162,9 @@ def _efficiency(item):
     if not item:
         return "not measured"
     if item.get("percent") is None:
-        return item.get("reason") or "not computed"
+        return escape(item.get("reason") or "not computed")
     return "%s tok/s of a %s tok/s ceiling: %.1f %% (%s)" % (
-        _num(item["decode_tokens_per_s"]), _num(item["ceiling_tokens_per_s"]), item["percent"], item.get("formula", ""))
+        _num(item["decode_tokens_per_s"]), _num(item["ceiling_tokens_per_s"]), item["percent"], escape(item.get("formula", "")))
 
 
 def _change(record):
@@ -165,26 +172,28 @@ def _change(record):
     if isinstance(before, dict) or isinstance(after, dict):
         before = "sha256 %s" % str(before.get("sha256", ""))[:12] if isinstance(before, dict) else before
         after = "sha256 %s" % str(after.get("sha256", ""))[:12] if isinstance(after, dict) else after
-    return "- %s %s `%s`: %s -> %s" % (record.get("area"), record.get("kind"), record.get("target"),
-                                       "absent" if before is None else before, "absent" if after is None else after)
+    return "- %s %s %s: %s -> %s" % (escape(str(record.get("area"))), escape(str(record.get("kind"))),
+                                     code(str(record.get("target"))), "absent" if before is None else escape(str(before)),
+                                     "absent" if after is None else escape(str(after)))
 
 
 def benchmark_report(comparison, host=""):
     if not isinstance(comparison, dict) or "levels" not in comparison:
         raise AnsibleFilterError("benchmark_report: expects the result of gpufleet.tuning.benchmark_compare")
-    lines = ["# Inference benchmark%s" % (": %s" % host if host else ""), ""]
-    lines.append("Model `%s` at %s. Before: %s. After: %s." % (
-        comparison.get("model"), comparison.get("url"), comparison.get("before_time") or "no run",
-        comparison.get("after_time")))
+    lines = ["# Inference benchmark%s" % (": %s" % escape(host) if host else ""), ""]
+    lines.append("Model %s at %s. Before: %s. After: %s." % (
+        code(str(comparison.get("model"))), escape(str(comparison.get("url"))),
+        escape(comparison["before_time"]) if comparison.get("before_time") else "no run",
+        escape(str(comparison.get("after_time")))))
     lines.append("")
     head = comparison["headline"]
     if not comparison["before"]:
         lines.append("**No run before tuning**: the figures below are this run's alone.")
     elif not comparison["comparable"]:
-        lines.append("**Not comparable**: the loads differ (%s)." % "; ".join(comparison["differences"]))
+        lines.append("**Not comparable**: the loads differ (%s)." % "; ".join(escape(d) for d in comparison["differences"]))
     else:
         lines.append("**Single-stream decode: %s** (%s -> %s tok/s, %s, noise %s)." % (
-            head["verdict"], _num(head["before"]), _num(head["after"]), _pct(head["delta_pct"]),
+            escape(head["verdict"]), _num(head["before"]), _num(head["after"]), _pct(head["delta_pct"]),
             _noise(head["noise_pct"])))
     lines += ["", "A difference within the noise band (the larger run-to-run spread, max - min over repeats, of "
               "the two runs) is no measurable change.", ""]
@@ -199,7 +208,7 @@ def benchmark_report(comparison, host=""):
                 continue
             lines.append("| %s (%s) | %s | %s | %s | %s | %s |" % (
                 label, unit, _num(found["before"]), _num(found["after"]), _pct(found["delta_pct"]),
-                _noise(found["noise_pct"]), found["verdict"]))
+                _noise(found["noise_pct"]), escape(found["verdict"])))
         lines.append("")
     gate = comparison["gate"]
     lines += ["## Gate", ""]
@@ -207,8 +216,9 @@ def benchmark_report(comparison, host=""):
         lines.append("No gate (serving_max_regression_pct is not set).")
     else:
         lines.append("%s: %s worse by more than %g %% beyond the noise fails the host." % (
-            "FAILED" if gate["failed"] else "passed", ", ".join(gate["figures"]), gate["max_regression_pct"]))
-        lines += ["- %s" % reason for reason in gate["reasons"]]
+            "FAILED" if gate["failed"] else "passed", ", ".join(escape(f) for f in gate["figures"]),
+            gate["max_regression_pct"]))
+        lines += ["- %s" % escape(reason) for reason in gate["reasons"]]
     lines += ["", "## Tuning changes between the two runs", ""]
     lines += [_change(record) for record in comparison["changes"]] or ["None recorded."]
     return "\n".join(lines) + "\n"

@@ -16,6 +16,9 @@ rendered for people, is never parsed.
   between its two benchmarks and a rollout says whether a host was tuned. One rule for all of
   them (common/records.py ``claimed``): a loop-shaped result's items' records, the items that
   did not fail; none for a failed result.
+  The records go into verify.json, benchmark.json and the rollout's record, and they quote the
+  node (a target's name, a sysctl value): their text is cleaned (node_text: no control or
+  bidi character, bounded length), which the modules' own records are not.
 - change_summary: the lines, one per record, skipped key, pending reboot or restart.
 - host_summary: the host role's end-of-run lines from its parts' results (host_results), one
   call for a whole batch: change_summary's lines for the parts, then host_lxc's line per LXC
@@ -31,6 +34,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.host_lxc import lxc_memlock_report
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.node_text import clean_tree
 
 _VERBS = {
     False: {"set": "set", "write": "wrote", "remove": "removed", "link": "linked", "load": "loaded",
@@ -109,7 +113,7 @@ def change_records(results):
     found = []
     for result in results:
         found.extend(records.claimed(result))
-    return found
+    return clean_tree(found)
 
 
 # Label (the role's tag) -> the part, in the order the lines are printed.

@@ -7,6 +7,9 @@ Absolute floors catch a broken node; a node that slowly degrades (a link retrain
 lanes, a firmware change) still clears them. Comparing with the host's own previous figures
 catches that, and the verify role can fail on a drop larger than a set percentage.
 
+The comparison is written into verify.json: its text (the previous run's time and pair names
+come from the previous file) is cleaned (node_text).
+
 The filter p2p_compare (plugins/filter/report.py) is a thin wrapper over this file.
 """
 
@@ -16,6 +19,8 @@ import json
 import math
 
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.node_text import clean_tree
 
 # A drop is between 0 and 100 percent: a limit outside that range, NaN (every comparison
 # false) or an infinity would never flag anything.
@@ -95,4 +100,4 @@ def p2p_compare(previous, current, max_regression_pct=None):
         if max_regression_pct is not None and change < -max_regression_pct:
             regressions.append("p2p %s %s dropped %.1f%% since %s (%.1f -> %.1f GB/s; limit %.1f%%)"
                                % (key[1], key[0], -change, since, old, new, max_regression_pct))
-    return {"previous_time": previous.get("time"), "lines": lines, "regressions": regressions}
+    return clean_tree({"previous_time": previous.get("time"), "lines": lines, "regressions": regressions})

@@ -21,6 +21,14 @@ never disagree about a count, a verdict or which hosts were left alone:
 - the JUnit file is built with xml.etree (escaped, characters XML 1.0 cannot carry replaced
   by their escapes), with every count taken from the children it writes.
 
+The rollout's text (host names, check messages, failure messages, change targets and values)
+comes from the nodes and the play: every string of the checked rollout is cleaned (node_text: no
+control or bidi character, bounded length; the checks name a bad value as it was given), so the
+JSON, the page and the JUnit file carry the same plain text. The page then Markdown-escapes each
+value (markdown_text: ``escape``, and ``code`` for a target), so a host named ``<img src=x
+onerror=...>`` or a message holding ``[x](javascript:...)`` is shown as that text; it has no
+link at all.
+
 Nothing here reads the clock or the machine: the same rollout renders the same bytes. The
 filters rollout_result, rollout_markdown and rollout_junit (plugins/filter/rollout.py) are thin
 wrappers over this file; tests and other controller code (the fleet page's test fleet) import it
@@ -37,6 +45,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.numbers import NumberError, finite_number
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.records import KEYS as CHANGE_KEYS
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.records import KINDS as CHANGE_KINDS
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import markdown_text
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.node_text import TEXT_LIMIT, clean, clean_tree
 
 HOST_STATUSES = ("tuned", "unchanged", "failed", "unreachable", "untouched")
 CHECK_STATUSES = ("passed", "failed", "error", "skipped")
@@ -321,7 +331,7 @@ def _where_failed(host):
     if host["failure"] and host["failure"]["stage"]:
         return host["failure"]["stage"]
     if host["failure"] and host["failure"]["task"]:
-        return "task \"%s\"" % _inline(host["failure"]["task"])
+        return "task \"%s\"" % _plain(host["failure"]["task"])
     return None
 
 
@@ -555,7 +565,7 @@ def _untouched_reason(result, host):
 
 def _accept(rollout, who):
     try:
-        return _normalize(rollout, who)
+        return clean_tree(_normalize(rollout, who))
     except AnsibleFilterError:
         raise
     except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a shape the checks above missed
@@ -564,52 +574,62 @@ def _accept(rollout, who):
 
 # ------------------------------------------------------------------------------ wording
 
-def _inline(text):
-    """One line: newlines and runs of blanks become one space."""
-    return " ".join(_XML_BAD.sub(_escape_char, str(text)).split())
+def _plain(text):
+    """One line of plain text (the JSON's and the JUnit file's): newlines and runs of blanks
+    become one space."""
+    return " ".join(clean(text, TEXT_LIMIT).split())
 
 
-def _cell(text):
-    return _inline(text).replace("|", "\\|")
-
-
-def _code(text):
-    text = _inline(text)
+def _plain_code(text):
+    """A target in the JUnit file, between backticks as on the page."""
+    text = _plain(text)
     fence = "``" if "`" in text else "`"
     pad = " " if fence == "``" else ""
     return "%s%s%s%s%s" % (fence, pad, text, pad, fence)
 
 
-def _state_text(kind, value):
+# The page's text: every value Markdown-escaped; a table cell's ``|`` too.
+_inline = _cell = markdown_text.escape
+
+
+def _code(text, md=True):
+    return markdown_text.code(text) if md else _plain_code(text)
+
+
+def _state_text(kind, value, md=True):
+    text = _inline if md else _plain
     if isinstance(value, dict):
         if "link" in value:
-            return "link to %s" % _inline(value["link"])
-        shown = ["sha256 %s" % _inline(value["sha256"][:12])]
+            return "link to %s" % text(value["link"])
+        shown = ["sha256 %s" % text(value["sha256"][:12])]
         if value.get("size") is not None:
             shown.append("%d B" % value["size"])
         if value.get("mode"):
-            shown.append("mode %s" % _inline(value["mode"]))
+            shown.append("mode %s" % text(value["mode"]))
         return ", ".join(shown)
     if value is None:
         return "absent" if kind == "file" else "(none)"
-    return _inline(value)
+    return text(value)
 
 
-def _change_line(record):
-    return "%s %s: %s -> %s" % (record["area"] or record["kind"], _code(record["target"]),
-                                _state_text(record["kind"], record["before"]), _state_text(record["kind"], record["after"]))
+def _change_line(record, md=True):
+    """``area `target`: before -> after``: Markdown for the page (``md``), plain for JUnit."""
+    return "%s %s: %s -> %s" % ((_inline if md else _plain)(record["area"] or record["kind"]), _code(record["target"], md),
+                                _state_text(record["kind"], record["before"], md),
+                                _state_text(record["kind"], record["after"], md))
 
 
-def _drift_line(record):
-    return "%s %s: recorded %s, now %s" % (record["area"] or record["kind"], _code(record["target"]),
-                                           _state_text(record["kind"], record["recorded"]),
-                                           _state_text(record["kind"], record["current"]))
+def _drift_line(record, md=True):
+    return "%s %s: recorded %s, now %s" % ((_inline if md else _plain)(record["area"] or record["kind"]),
+                                           _code(record["target"], md),
+                                           _state_text(record["kind"], record["recorded"], md),
+                                           _state_text(record["kind"], record["current"], md))
 
 
-def _restored_line(record):
+def _restored_line(record, md=True):
     kind = record.get("kind")
-    before, current = _state_text(kind, record["before"]), _state_text(kind, record["current"])
-    label = "%s %s" % (record.get("area") or kind, _code(record["target"]))
+    before, current = _state_text(kind, record["before"], md), _state_text(kind, record["current"], md)
+    label = "%s %s" % ((_inline if md else _plain)(record.get("area") or kind), _code(record["target"], md))
     if record["before"] == record["current"]:
         return "%s: back to %s" % (label, before)
     return "%s: restored to %s, but reads %s" % (label, before, current)
@@ -645,7 +665,7 @@ def _host_section(name, host, result):
     where = " in batch %d" % host["batch"] if host["batch"] else ""
     lines.append("- Status: %s%s%s" % (status, where, " (canary)" if host["batch"] == 1 else ""))
     if host["status"] in ("tuned", "unchanged") and _issues(host):
-        lines.append("- Look at: %s" % "; ".join(_issues(host)))
+        lines.append("- Look at: %s" % _inline("; ".join(_issues(host))))
     if _failure_text(host["failure"]):
         lines.append("- Failure: %s" % _inline(_failure_text(host["failure"])))
     if host["checks"]:
@@ -667,7 +687,9 @@ def _host_section(name, host, result):
     return lines + [""]
 
 
-def _revert_lines(host, result):
+def _revert_lines(host, result, md=True):
+    """The revert's lines: Markdown for the page (``md``), plain for JUnit."""
+    text = _inline if md else _plain
     revert = host["revert"]
     state = _revert_state(host)
     if host["status"] in ("tuned", "unchanged") and not revert:
@@ -683,12 +705,12 @@ def _revert_lines(host, result):
     lines = ["- Reverted: %s" % word]
     if revert:
         for record in revert["restored"]:
-            lines.append("  - restored %s" % _restored_line(record))
+            lines.append("  - restored %s" % _restored_line(record, md))
         for item in revert["failed"]:
-            lines.append("  - could not restore %s: %s" % (_code(item["target"]), _inline(item["message"]) or "no reason given"))
+            lines.append("  - could not restore %s: %s" % (_code(item["target"], md), text(item["message"]) or "no reason given"))
         if revert["pending_reboot"]:
             lines.append("  - restored, takes effect at the next reboot: %s" % ", ".join(
-                _code(target) for target in revert["pending_reboot"]))
+                _code(target, md) for target in revert["pending_reboot"]))
     return "\n".join(lines)
 
 
@@ -720,15 +742,16 @@ def _markdown(result):
     hosts = result["hosts"]
     order = _order(result)
     counts = result["counts"]
-    lines = ["# Fleet rollout %s%s" % (result["run_id"], " (check mode)" if result["check_mode"] else ""), "",
+    lines = ["# Fleet rollout %s%s" % (_inline(result["run_id"]), " (check mode)" if result["check_mode"] else ""), "",
              "**%s**" % _inline(result["verdict"]), ""]
     if result["stop_reason"]:
         lines += ["Stop reason: %s" % _inline(result["stop_reason"]), ""]
     serial = result["serial"]
     if isinstance(serial, list):
         serial = ", ".join(str(s) for s in serial)
-    lines += ["- Run: %s (%s)" % (result["run_id"], result["status"]),
-              "- Started: %s; finished: %s" % (_inline(result["started"] or "-"), _inline(result["finished"] or "-")),
+    lines += ["- Run: %s (%s)" % (_inline(result["run_id"]), result["status"]),
+              "- Started: %s; finished: %s" % (_inline(result["started"]) if result["started"] else "-",
+                                               _inline(result["finished"]) if result["finished"] else "-"),
               "- Canary: %d; serial: %s; revert on failure: %s%s" % (
                   result["canary"], "-" if serial is None else _inline(serial), "yes" if result["revert_on_failure"] else "no",
                   "; check mode: nothing was changed, the changes are what a run would make" if result["check_mode"] else ""),
@@ -832,12 +855,12 @@ def _host_out(host, result):
     lines = ["status: %s" % host["status"]]
     if _failure_text(host["failure"]):
         lines.append("failure: %s" % _failure_text(host["failure"]))
-    lines += ["changed: %s" % _change_line(record) for record in host["changes"]]
+    lines += ["changed: %s" % _change_line(record, md=False) for record in host["changes"]]
     lines.append("verified: %s" % _yes_no(host["verified"]))
     lines += ["verify failure: %s" % item for item in host["verify_failures"]]
     lines += [line.replace("- Reverted: ", "reverted: ", 1).replace("  - ", "  ", 1)
-              for line in _revert_lines(host, result).split("\n")]
-    lines += ["drift: %s" % _drift_line(record) for record in host["drift"]]
+              for line in _revert_lines(host, result, md=False).split("\n")]
+    lines += ["drift: %s" % _drift_line(record, md=False) for record in host["drift"]]
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,10 @@ each record is one drift line, worded by change_summary as the closing summary w
 change. Nothing else of a result is read for drift: not ``changed`` alone, not the ``diff``
 (rendered for people), not the ``skipped_keys``/``restart_required`` notes the summary adds.
 
+The lines are written into verify.json and the rollout's reports, and they quote the node (a
+module's message, a sysctl value): each is cleaned (node_text: no control or bidi character,
+bounded length).
+
 The filter verify_failures (plugins/filter/report.py) is a thin wrapper over this file.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.changes import change_summary
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.node_text import TEXT_LIMIT, clean
 
 
 def _records(result):
@@ -104,4 +109,4 @@ def verify_failures(data):
         raise AnsibleFilterError("verify_failures: skipped_in_run must be a dict of module: keys")
     for label in sorted(readback):
         failures.extend(_readback_failures(label, readback[label], _known(skipped_in_run, label)))
-    return failures
+    return [clean(line, TEXT_LIMIT) for line in failures]

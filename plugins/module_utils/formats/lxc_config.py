@@ -47,6 +47,9 @@ _PVE_KEYS = re.compile(
     rb"searchdomain|snaptime|startup|swap|tags|template|timezone|tty|(?:dev|mp|net|unused)[0-9]+)\Z")
 
 
+_PVE_KEY_SHAPE = re.compile(rb"^[a-z][a-z0-9_-]*\Z")
+
+
 class ConfigError(Exception):
     """A config file or a limit value this module refuses to work with."""
 
@@ -216,6 +219,29 @@ def split_lines(data):
 
 def join_lines(lines):
     return b"".join(line.body + line.eol for line in lines)
+
+
+def looks_like_config(data, proxmox):
+    """Whether ``data`` (bytes) reads as a container config and nothing else: every line blank, a
+    comment, or an ``lxc.*`` key; in a Proxmox config (``proxmox``) also a snapshot header
+    ``[name]`` or any ``key: value`` of its schema's shape (the schema grows with each release).
+    A revert checks a recorded config with it before writing it back, so a crafted record cannot
+    pass another file that happens to be named ``config`` (``/etc/selinux/config``) as one."""
+    for line in split_lines(data):
+        body = line.body.strip()
+        if not body or body.startswith(b"#"):
+            continue
+        if proxmox and body.startswith(b"[") and body.endswith(b"]"):
+            continue
+        match = _KEY_LINE.match(body)
+        if match is None:
+            return False
+        key = match.group(1)
+        if key.startswith(b"lxc."):
+            continue
+        if not (proxmox and match.group(3) == b":" and _PVE_KEY_SHAPE.match(key)):
+            return False
+    return True
 
 
 def is_proxmox_path(path):

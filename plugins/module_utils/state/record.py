@@ -30,6 +30,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common import diff
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import checks
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import items as state_items
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import store
 
@@ -54,7 +55,9 @@ def check(path, run_id=None):
 
 
 def items_of(change_records, paths):
-    """Items of a list of records, each key once (the last record of a target wins)."""
+    """Items of a list of records, each key once (the last record of a target wins). An item no
+    module of the collection records (checks.target_refusal: a file outside its area's paths) is
+    refused here too, so the record never holds what a revert would refuse."""
     found = {}
     for record in change_records:
         try:
@@ -62,12 +65,18 @@ def items_of(change_records, paths):
                 found[item["key"]] = item
         except state_items.ItemError as exc:
             raise ModuleFailure("nothing was recorded: %s" % exc)
+    for key in sorted(found):
+        item = found[key]
+        why = checks.target_refusal(item["how"], item["target"], item["area"], paths.root)
+        if why:
+            raise ModuleFailure("nothing was recorded: %s is not a change of this collection that a revert puts "
+                                "back: %s" % (state_items.describe(item), why))
     return [found[key] for key in sorted(found)]
 
 
-def load(path):
+def load(path, root="/"):
     try:
-        return store.load(path)
+        return store.load(path, root)
     except store.StoreError as exc:
         raise ModuleFailure(str(exc))
 
@@ -78,7 +87,7 @@ def record(path, run_id, planned, applied, prune_keys, check_mode, paths):
     ``prune_keys`` is None, only those keys when it is a set (a tuning module's own plan, so
     that one module never drops what another of the same run planned). Written unless
     ``check_mode``; the result says what was (or would be) recorded."""
-    state = load(path)
+    state = load(path, paths.root)
     time = now_text()
     old_bytes = store.dump(state) if store.exists(path) else None
     planned = items_of(planned, paths)
@@ -116,13 +125,18 @@ def record(path, run_id, planned, applied, prune_keys, check_mode, paths):
         "recorded": sorted(added), "updated": sorted(updated), "dropped": sorted(dropped),
         "items": len(state["items"]),
         "not_restorable": sorted(key for key, entry in state["items"].items() if not store.restorable(entry)),
+        "refused": checks.listed(state),
         "changes": [records.file_change(AREA, path, old_bytes, new_bytes, None, store.MODE)] if changed else [],
-        "diff": [diffs.values_diff(_summary(old_bytes), _summary(new_bytes), "gpufleet-tuning state %s" % path)],
+        "diff": [diffs.values_diff(_summary(old_bytes, set(state["refused"])),
+                                   _summary(new_bytes, set(state["refused"]) - set(state["items"])),
+                                   "gpufleet-tuning state %s" % path)],
         "warnings": [],
     }
     if result["not_restorable"]:
         result["warnings"].append("a revert cannot put back the content of %s: changed without the audit's plan "
                                   "recorded first" % ", ".join(result["not_restorable"]))
+    if result["refused"]:
+        result["warnings"].append(checks.warning(result["refused"], "kept in the record but never acted on"))
     if changed and not check_mode:
         try:
             store.save(path, state)
@@ -131,13 +145,16 @@ def record(path, run_id, planned, applied, prune_keys, check_mode, paths):
     return result
 
 
-def _summary(data):
+def _summary(data, refused):
     """``key = before -> after`` lines for --diff, files by digest: the state file holds file
-    contents (secrets, maybe) and is never shown whole."""
+    contents (secrets, maybe) and is never shown whole. The ``refused`` keys are left out: their
+    entries are whatever the file held (the result's ``refused`` names them)."""
     if data is None:
         return {}
     out = {}
     for key, entry in json.loads(data.decode("utf-8"))["items"].items():
+        if key in refused:
+            continue
         before = entry.get("before")
         if entry["how"] == "file":
             before = short(state_items.file_digest(before))

@@ -22,6 +22,10 @@ touched it. ``applied`` says a run really changed the item (planned items that a
 rolled back, or reboot-required ones never applied, stay unapplied). A file also keeps the
 content the collection last left (``after_content``), so that one later run alone can be undone
 (``run_before``, see run_target) without writing the record in a run that changes nothing.
+
+Every item is checked as it is loaded (state/checks.py): one the collection's modules could not
+have recorded (a crafted or damaged file) goes to ``refused`` (``{key: {"entry", "why"}}``), out of
+``items``, so no reader acts on it; dump() writes it back as it was, so the record loses nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import json
 import os
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
+from ansible_collections.gpufleet.tuning.plugins.module_utils.state import checks
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import items as state_items
 
 STATE_PATH = "/var/lib/gpufleet-tuning/state.json"
@@ -43,11 +48,13 @@ class StoreError(Exception):
 
 
 def empty():
-    return {"version": VERSION, "items": {}, "runs": []}
+    return {"version": VERSION, "items": {}, "runs": [], "refused": {}}
 
 
-def load(path):
-    """The state in ``path``; an empty state when the file does not exist."""
+def load(path, root="/"):
+    """The state in ``path``; an empty state when the file does not exist. Items the collection
+    does not restore are set aside in ``refused`` (checks.refusal; ``root``: the node's /, which
+    recorded paths start with)."""
     try:
         data = fileops.read_bytes(path)
     except OSError as exc:
@@ -63,12 +70,23 @@ def load(path):
         raise StoreError("the state file %s is not a version %d gpufleet-tuning state (items map missing or "
                          "another version)" % (path, VERSION))
     state.setdefault("runs", [])
+    state["refused"] = {}
+    for key in sorted(state["items"]):
+        why = checks.refusal(key, state["items"][key], root)
+        if why:
+            state["refused"][key] = {"entry": state["items"].pop(key), "why": why}
     return state
 
 
 def dump(state):
-    """The bytes written: stable key order, so an unchanged state is byte for byte the same."""
-    return (json.dumps(state, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    """The bytes written: stable key order, so an unchanged state is byte for byte the same. The
+    refused items go back as they were read, unless an item of the same key replaced one."""
+    out = dict((key, value) for key, value in state.items() if key != "refused")
+    refused = state.get("refused") or {}
+    if refused:
+        out["items"] = dict((key, value["entry"]) for key, value in refused.items())
+        out["items"].update(state["items"])
+    return (json.dumps(out, indent=1, sort_keys=True) + "\n").encode("utf-8")
 
 
 def save(path, state):
@@ -126,9 +144,12 @@ def add_applied(state, items, run, time):
         else:
             if (entry.get("run_before") or {}).get("run") != run and entry.get("first_run") != run:
                 # not marked by this run's plan: what it found is the record's before for a
-                # value, and for a file the content the collection last left (when it is known)
+                # value, and for a file the content the collection last left (when it is known),
+                # or, when no run applied it yet, what the earlier run's plan found (never None,
+                # which would read as "did not exist" and have undoing this run delete the file)
                 entry["run_before"] = {"run": run, "value": item["before"] if item["how"] != "file"
-                                       else entry.get("after_content", entry.get("after"))}
+                                       else entry.get("after_content", entry.get("after")) if entry.get("applied")
+                                       else entry.get("before")}
             updated.append(item["key"])
         entry.update({"after": item["after"], "applied": True, "last_run": run, "last_time": time})
         if "after_content" in item:

@@ -17,12 +17,14 @@ then the Findings section, never a guessed anchor. The same text gives the same 
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 
 _HEADING = re.compile(r"(#{1,6})[ \t]+(.*?)[ \t#]*\Z")
 _RULE_AT_END = re.compile(r"\(`([^`]+)`(?:, [^)]*)?\)\Z")
 _SEVERITY_HEAD = re.compile(r"(P[0-9]):")
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])|&(?:amp|lt|gt|quot);")
 
 SECTIONS = {"Findings": "findings", "Unknown": "unknown", "Already optimal": "optimal",
             "Not applicable": "not_applicable", "Since the previous audit": "since",
@@ -31,9 +33,10 @@ SECTIONS = {"Findings": "findings", "Unknown": "unknown", "Already optimal": "op
 
 def rendered_text(heading):
     """A heading's text as a Markdown viewer shows it: code spans without their backticks,
-    backslash escapes resolved."""
+    backslash escapes and the entities markdown_text writes (``&amp;``, ``&lt;``, ``&gt;``)
+    resolved."""
     text = heading.replace("`", "")
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)
+    return _ESCAPED.sub(lambda m: m.group(1) if m.group(1) is not None else html.unescape(m.group(0)), text)
 
 
 def slug(text):

@@ -19,24 +19,31 @@ shape them, never guessed:
 Every file is optional and every key is read with a default: a host without P2P, without a
 benchmark, a failed host with some files only, a verify.json from before the link floors (the
 thresholds per link type instead of a floor per pair), an unreadable or damaged file (a note
-says which and why; the rest of the page is still made). Nothing is followed through a symbolic
-link: a linked host folder or file is left out with a note, as the writers refuse to write
-through one. Files are opened with O_NOFOLLOW and read up to MAX_FILE_BYTES.
+says which and why; the rest of the page is still made). Nothing is read by path: the folder
+is opened once (plugin_utils/artifact_fs.py, never through a link, never when others may write
+it without the sticky bit), each host folder relative to it with O_NOFOLLOW|O_DIRECTORY, and
+each file relative to its folder's descriptor, checked as a regular file before it is opened
+(O_NOFOLLOW|O_NONBLOCK) and again after, so a swap in a shared folder cannot send the reader
+elsewhere. A link, FIFO, socket or device where a folder or a record should be is left out
+with a note and never blocks the reader. Files are read up to MAX_FILE_BYTES.
 
-``collect(root)`` does the reading; ``host_model``, ``p2p_model``, ``benchmark_model`` and
-``rollout_model`` are pure functions of the loaded data, so the tests give them shapes directly.
+``collect(root)`` does the reading (``root_fd``: a descriptor of the folder already opened, as
+the fleet_report action passes the one it writes the page through); ``host_model``,
+``p2p_model``, ``benchmark_model`` and ``rollout_model`` are pure functions of the loaded data,
+so the tests give them shapes directly.
 Nothing reads the clock: the same folder gives the same model.
 """
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import json
 import math
 import os
 import re
 import stat
 
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import anchors as anchors_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import stats
 
@@ -73,10 +80,12 @@ BENCH_PANELS = (
 # ------------------------------------------------------------------------------ reading
 
 class Reader:
-    """Reads files under one root without following links, noting what it could not read."""
+    """Reads files relative to one folder descriptor and its host folders' descriptors (opened
+    once each), never by path and never through a link, noting what it could not read."""
 
-    def __init__(self, root):
-        self.root = root
+    def __init__(self, root_fd):
+        self.fd = root_fd
+        self.folders = {}
         self.notes = []
         self.read = []
 
@@ -85,41 +94,51 @@ class Reader:
         if line not in self.notes:
             self.notes.append(line)
 
+    def refused(self, rel, exc):
+        self.note(rel, "a symbolic link, not followed" if exc.kind == "link" else exc.why)
+
+    def close(self):
+        for fd in self.folders.values():
+            if fd is not None:
+                os.close(fd)
+        self.folders = {}
+
+    def folder(self, name):
+        """The descriptor of the root's folder ``name`` (O_NOFOLLOW|O_DIRECTORY), None when it
+        cannot be opened (noted)."""
+        if name not in self.folders:
+            fd = None
+            try:
+                fd = artifact_fs.open_subdir(self.fd, name)
+            except artifact_fs.Refused as exc:
+                self.refused(name, exc)
+            except OSError as exc:
+                self.note(name, "cannot be opened (%s)" % (exc.strerror or exc))
+            self.folders[name] = fd
+        return self.folders[name]
+
+    def _at(self, rel):
+        """(folder descriptor or None, file name) of ``rel``: a root file or ``host/file``."""
+        folder, name = os.path.split(rel)
+        return (self.folder(folder) if folder else self.fd), name
+
     def text(self, rel):
         """The file's text, or None (absent, a link, not a regular file, too big, not UTF-8)."""
-        path = os.path.join(self.root, rel)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-        except OSError as exc:
-            if exc.errno == errno.ENOENT:
-                return None
-            if exc.errno == errno.ELOOP:
-                self.note(rel, "a symbolic link, not followed")
-            else:
-                self.note(rel, "cannot be read (%s)" % (exc.strerror or exc))
+        fd, name = self._at(rel)
+        if fd is None:
             return None
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                self.note(rel, "not a regular file")
-                return None
-            if info.st_size > MAX_FILE_BYTES:
-                self.note(rel, "%d bytes, more than the %d read" % (info.st_size, MAX_FILE_BYTES))
-                return None
-            chunks, size = [], 0
-            while size <= MAX_FILE_BYTES:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
+            data = artifact_fs.read_file(fd, name, MAX_FILE_BYTES)
+        except artifact_fs.Refused as exc:
+            self.refused(rel, exc)
+            return None
         except OSError as exc:
             self.note(rel, "cannot be read (%s)" % (exc.strerror or exc))
             return None
-        finally:
-            os.close(fd)
+        if data is None:
+            return None
         try:
-            text = b"".join(chunks).decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             self.note(rel, "not UTF-8 text (byte %d)" % exc.start)
             return None
@@ -141,19 +160,28 @@ class Reader:
             return None
         return data
 
+    def _lstat(self, rel):
+        fd, name = self._at(rel)
+        if fd is None:
+            return None
+        try:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return None
+
     def entries(self):
         """(name, kind) of the root's entries, sorted: kind dir, file, link or other."""
         try:
-            names = sorted(os.listdir(self.root))
+            names = sorted(os.listdir(self.fd))
         except OSError as exc:
             self.note(".", "cannot be listed (%s)" % (exc.strerror or exc))
             return []
         out = []
         for name in names:
-            try:
-                mode = os.lstat(os.path.join(self.root, name)).st_mode
-            except OSError:
+            info = self._lstat(name)
+            if info is None:
                 continue
+            mode = info.st_mode
             kind = ("link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode)
                     else "file" if stat.S_ISREG(mode) else "other")
             out.append((name, kind))
@@ -161,17 +189,11 @@ class Reader:
 
     def is_file(self, rel):
         """A regular file (not a link) is there."""
-        try:
-            return stat.S_ISREG(os.lstat(os.path.join(self.root, rel)).st_mode)
-        except OSError:
-            return False
+        info = self._lstat(rel)
+        return info is not None and stat.S_ISREG(info.st_mode)
 
     def has(self, rel):
-        try:
-            os.lstat(os.path.join(self.root, rel))
-            return True
-        except OSError:
-            return False
+        return self._lstat(rel) is not None
 
 
 def decode_folder(name):
@@ -185,9 +207,30 @@ def decode_folder(name):
         return name
 
 
-def collect(root):
-    """The fleet model of the artifacts folder ``root`` (see the module docstring)."""
-    reader = Reader(root)
+def collect(root, root_fd=None):
+    """The fleet model of the artifacts folder ``root`` (see the module docstring); ``root_fd``:
+    the folder's descriptor when the caller holds one (not closed here)."""
+    with contextlib.ExitStack() as stack:
+        if root_fd is None:
+            try:
+                root_fd = stack.enter_context(artifact_fs.closing(artifact_fs.open_dir(root)))
+            except artifact_fs.Refused as exc:
+                return _unread(exc.why)
+            except (OSError, ValueError) as exc:
+                return _unread("cannot be opened (%s)" % (getattr(exc, "strerror", None) or exc))
+        reader = Reader(root_fd)
+        stack.callback(reader.close)
+        return _collect(reader)
+
+
+def _unread(why):
+    model = fleet_model({})
+    model["notes"] = [".: %s" % why]
+    model["files_read"] = 0
+    return model
+
+
+def _collect(reader):
     hosts = {}
     rollouts = []
     for name, kind in reader.entries():

@@ -16,16 +16,25 @@ share, a CI artifact or a mail attachment, and a Content-Security-Policy that al
 else makes sure of it. Wide parts (the grid, the matrices, the timeline, the tables) scroll in
 their own boxes, so the page itself never scrolls sideways, on a phone neither.
 
-Text from the artifacts is escaped everywhere; links to a host's files are built from its
-folder name (artifact_dir's encoding) URL-quoted. The page has no clock: the same model gives
-the same bytes (the action plugin leaves an unchanged page alone).
+Every text of the model comes from records on the controller that node output filled, so it is
+data, never markup: render() first cleans every string of the model (node_text: no control or
+bidi character, bounded length), and each value is placed with html.escape(quote=True), in
+text and in double-quoted attributes alike; a class or an id is never a value (a severity
+outside P0-P2 is the "unknown" class, an id is collect's ``host-N`` kept to [A-Za-z0-9_-]). A
+link is either a fragment of this page or one of the collection's own relative paths: a host's
+folder (the artifacts folder's entry, artifact_dir's encoding) and a fixed file name, or a
+rollout-<run id>.md beside the page, each URL-quoted; no value goes into a <script>, <style> or
+<meta> (there is no script at all) or an event attribute. The page has no clock: the same model
+gives the same bytes (the action plugin leaves an unchanged page alone).
 """
 
 from __future__ import annotations
 
+import re
 from html import escape
 from urllib.parse import quote
 
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import node_text
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import anchors
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import charts
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report.collect import BENCH_PANELS, MATRICES, needs_a_look
@@ -40,6 +49,7 @@ FIGURE_LABELS = {"decode_tokens_per_s": "decode tokens/s", "output_tokens_per_s"
                  "itl_ms.p50": "ITL p50", "itl_ms.p90": "ITL p90", "itl_ms.p99": "ITL p99"}
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 LIST_LIMIT = 12
+_NOT_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 CSS = """
 *{box-sizing:border-box}
@@ -134,6 +144,21 @@ def _e(text):
     return escape("" if text is None else str(text), quote=True)
 
 
+def _id(value):
+    """An element id (and the fragment that links to it): letters, digits, ``-`` and ``_`` only."""
+    return _NOT_ID.sub("", "" if value is None else str(value))
+
+
+def _sev(severity):
+    """The class suffix of a severity: P0, P1, P2 or unk, never the record's text."""
+    return severity if severity in SEVERITY_WORDS else "unk"
+
+
+def _count(value):
+    """A count from a record: an integer, else 0 (a damaged record does not stop the page)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _plural(count, word, words=None):
     return "%d %s" % (count, word if count == 1 else (words or word + "s"))
 
@@ -191,7 +216,7 @@ def _summary(model):
     if needing:
         out.append('<div class="box" id="attention"><b>Needs a look</b><ul>')
         for host in needing:
-            out.append('<li><a href="#%s">%s</a> %s</li>' % (host["id"], _e(host["name"]), _badges(host["attention"])))
+            out.append('<li><a href="#%s">%s</a> %s</li>' % (_id(host["id"]), _e(host["name"]), _badges(host["attention"])))
         out.append("</ul></div>")
     else:
         out.append('<p class="box" id="attention">Nothing needs a look: no rollout failure, drift, P2P shortfall or '
@@ -217,18 +242,18 @@ def _grid(model):
     for column in columns:
         out.append('<th class="r" data-rule="%s" title="%s (%s)%s">%s</th>' % (
             _e(column["rule"]), _e(column["title"]), _e(column["rule"]),
-            ", %s on %s" % (column["severity"], _plural(column["count"], "host")) if column["severity"] else ", unknown",
+            _e(", %s on %s" % (column["severity"], _plural(_count(column["count"]), "host")) if column["severity"] else ", unknown"),
             _e(column["title"])))
     out.append("</tr></thead><tbody>")
     for host in hosts:
         audit = host.get("audit")
         out.append('<tr data-host="%s"><td class="h"><a href="#%s">%s</a></td>' % (
-            _e(host["name"]), host["id"], _e(host["name"])))
+            _e(host["name"]), _id(host["id"]), _e(host["name"])))
         if not audit:
             out.append('<td colspan="%d" class="muted">no audit.json</td></tr>' % (len(columns) + 1))
             continue
         worst = audit.get("worst")
-        out.append("<td>%s</td>" % ('<span class="badge b-%s">%s</span>' % (_e(worst), _e(worst)) if worst else "none"))
+        out.append("<td>%s</td>" % ('<span class="badge b-%s">%s</span>' % (_sev(worst), _e(worst)) if worst else "none"))
         by_rule = {}
         for entry in audit.get("findings") or []:
             by_rule.setdefault(entry["rule"], []).append(entry)
@@ -315,7 +340,7 @@ def _rollout(model):
             if host["pending_reboot"]:
                 revert += "; waits for a reboot: %s" % ", ".join(host["pending_reboot"])
             out.append('<tr data-host="%s"><td><a href="#%s">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>' % (
-                _e(name), ids.get(name, ""), _e(name), _e(host["status"]),
+                _e(name), _id(ids.get(name)), _e(name), _e(host["status"]),
                 _e(host.get("failed_check") or failure.get("stage") or failure.get("task") or ""),
                 _e(failure.get("message") or "; ".join(host["verify_failures"][:3])), _e(revert)))
         out.append("</tbody></table></div>")
@@ -344,7 +369,7 @@ def _chip(name, host, ids):
     mark = " \u21ba" if host.get("reverted") else ""
     target = ids.get(name)
     label = _e(name) + mark
-    inner = '<a href="#%s">%s</a>' % (target, label) if target else label
+    inner = '<a href="#%s">%s</a>' % (_id(target), label) if target else label
     return '<span class="chip %s" title="%s" data-host="%s">%s</span>' % (
         charts.STATUS_CLASS.get(status, "st-untouched"), _e("%s: %s%s" % (name, status, ", reverted" if mark else "")),
         _e(name), inner)
@@ -382,7 +407,7 @@ def _drift(model):
                    '<th>now</th><th>set by run</th></tr></thead><tbody>')
         for host, item in rows:
             out.append('<tr data-host="%s"><td><a href="#%s">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>' % (
-                _e(host["name"]), host["id"], _e(host["name"]),
+                _e(host["name"]), _id(host["id"]), _e(host["name"]),
                 _e("%s %s" % (item.get("area") or item.get("kind") or "", item.get("target"))),
                 _e(_drift_value(item.get("recorded"))), _e(_drift_value(item.get("current"))), _e(item.get("recorded_by") or "")))
         out.append("</tbody></table></div>")
@@ -393,13 +418,13 @@ def _drift(model):
     if readback:
         out.append("<h3>Not as configured (read-back)</h3><ul id=\"drift-readback\">")
         for host, modules in readback:
-            out.append('<li><a href="#%s">%s</a>: %s</li>' % (host["id"], _e(host["name"]), _e(", ".join(
+            out.append('<li><a href="#%s">%s</a>: %s</li>' % (_id(host["id"]), _e(host["name"]), _e(", ".join(
                 "%s (%s)" % (module, _plural(count, "change")) for module, count in modules.items()))))
         out.append("</ul>")
     if p2p:
         out.append("<h3>P2P against the previous run</h3><ul id=\"drift-p2p\">")
         for host, lines in p2p:
-            out.append('<li><a href="#%s">%s</a>: %s</li>' % (host["id"], _e(host["name"]), _e("; ".join(lines))))
+            out.append('<li><a href="#%s">%s</a>: %s</li>' % (_id(host["id"]), _e(host["name"]), _e("; ".join(lines))))
         out.append("</ul>")
     out.append("<h3>Since the previous audit</h3>")
     if since:
@@ -407,7 +432,7 @@ def _drift(model):
                    '<th>new</th></tr></thead><tbody>')
         for host, change in since:
             out.append('<tr data-host="%s"><td><a href="#%s">%s</a></td><td>%s</td><td>%s</td><td>%s</td></tr>' % (
-                _e(host["name"]), host["id"], _e(host["name"]), _e(change.get("previous_time") or ""),
+                _e(host["name"]), _id(host["id"]), _e(host["name"]), _e(change.get("previous_time") or ""),
                 _since_list(change.get("fixed") or []), _since_list(change.get("new") or [])))
         out.append("</tbody></table></div>")
     else:
@@ -428,10 +453,10 @@ def _since_list(entries):
 def _host(host):
     audit = host.get("audit") or {}
     worst = audit.get("worst")
-    head = '<span class="badge b-%s">%s</span>' % (_e(worst), _e(worst)) if worst else ""
+    head = '<span class="badge b-%s">%s</span>' % (_sev(worst), _e(worst)) if worst else ""
     summary = "%s %s%s" % (_e(host["name"]), head, _badges(host["attention"]))
     out = ['<details class="host" id="%s" data-host="%s"%s><summary>%s</summary><div class="in">' % (
-        host["id"], _e(host["name"]), " open" if needs_a_look(host) else "", summary)]
+        _id(host["id"]), _e(host["name"]), " open" if needs_a_look(host) else "", summary)]
     out.append(_host_facts(host))
     out.append(_host_rollout(host))
     out.append(_host_verify(host))
@@ -449,9 +474,9 @@ def _host_facts(host):
         counts = audit.get("counts") or {}
         parts.append("Audit %s: %s (%s)%s; %d unknown." % (
             _e(audit.get("time") or "(no time)"),
-            _e(_plural(sum(counts.get(s, 0) for s in SEVERITY_WORDS), "finding")),
-            _e(", ".join("%d %s" % (counts.get(s, 0), s) for s in SEVERITY_WORDS)),
-            " from fleet-audit.json" if audit.get("source") != "audit.json" else "", counts.get("unknown", 0)))
+            _e(_plural(sum(_count(counts.get(s)) for s in SEVERITY_WORDS), "finding")),
+            _e(", ".join("%d %s" % (_count(counts.get(s)), s) for s in SEVERITY_WORDS)),
+            " from fleet-audit.json" if audit.get("source") != "audit.json" else "", _count(counts.get("unknown"))))
         if audit.get("gpus"):
             parts.append("GPUs: %s." % _e(audit["gpus"]))
         since = audit.get("since")
@@ -633,6 +658,8 @@ def _notes(model):
 
 def render(model, title=TITLE):
     """The whole page, as text."""
+    model = node_text.clean_tree(model)
+    title = node_text.clean(title)
     hosts = model["hosts"]
     parts = [
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',

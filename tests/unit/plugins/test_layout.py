@@ -32,9 +32,10 @@ FILTER_FILES = ("audit.py", "changes.py", "report.py", "rollout.py")
 
 # Folder under plugins/ -> the packages of this collection its files must not import.
 FORBIDDEN = {
-    "plugin_utils": ("action", "filter"),
     "module_utils": ("plugin_utils", "action", "filter"),
     "modules": ("plugin_utils", "action", "filter"),
+    "plugin_utils": ("action", "filter", "lookup"),
+    "lookup": ("action", "filter", "lookup"),
 }
 
 
@@ -95,7 +96,7 @@ def _python_files(folder):
 
 def _layout_offences():
     found = []
-    for folder in ("plugin_utils", "action", "module_utils", "modules", "filter"):
+    for folder in ("plugin_utils", "action", "module_utils", "modules", "filter", "lookup"):
         for path in _python_files(folder):
             with open(path, encoding="utf-8") as handle:
                 found.extend(offences(handle.read(), _module_name(path)))

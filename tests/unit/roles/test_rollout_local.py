@@ -131,5 +131,8 @@ def test_full_rollout_then_revert_then_idempotent_rollout(tmp_path):
     rc, out = run_playbook(tmp_path, inventory, REVERT)
     assert rc == 0, out
     assert _configs(tmp_path) == before
+    for name in HOSTS:  # written by gpufleet.tuning.artifact_files, through the folder's descriptor
+        assert json.loads((tmp_path / "artifacts" / name / "revert.json").read_text())["host"] == name
+    assert os.path.exists(tmp_path / "artifacts" / "fleet-drift.json")
     rc, out = run_playbook(tmp_path, inventory, REVERT)
     assert rc == 0 and "changed=0" in out and "changed=1" not in out, out

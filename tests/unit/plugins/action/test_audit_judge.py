@@ -171,3 +171,72 @@ def test_a_previous_audit_that_is_not_a_plain_file_is_no_comparison(tmp_path):
     (folder / "audit.json").mkdir()
     assert audit_judge.previous_text(str(folder / "audit.json")) == ""
     assert audit_judge.previous_text(str(tmp_path / "missing.json")) == ""
+
+
+def test_a_previous_audit_linked_to_a_private_file_or_a_fifo_is_never_read(tmp_path):
+    """A link or FIFO planted in a shared folder as audit.json: never followed, never blocking."""
+    secret = tmp_path / "id_ed25519"
+    secret.write_text('{"findings": "PRIVATE KEY"}')
+    folder = tmp_path / "node-a"
+    folder.mkdir()
+    os.symlink(str(secret), str(folder / "audit.json"))
+    assert audit_judge.previous_text(str(folder / "audit.json")) == ""
+    os.unlink(str(folder / "audit.json"))
+    os.mkfifo(str(folder / "audit.json"))
+    assert audit_judge.previous_text(str(folder / "audit.json")) == ""  # a blocking open would hang here
+    linked = tmp_path / "linked"
+    os.symlink(str(folder), str(linked))
+    (folder / "audit.json").unlink()
+    (folder / "audit.json").write_text("{}")
+    assert audit_judge.previous_text(str(folder / "audit.json")) == "{}"
+    assert audit_judge.previous_text(str(linked / "audit.json")) == ""  # a linked host folder
+
+
+# ------------------------------------------------------------------------------ node text in the record
+
+RAW_RMEM = "4096\t131072\t6291456"  # as the kernel gives it: tabs
+# A site rule that fires only on the value as the node gave it (a tab in it), named by that value.
+TAB_RULE = {"id": "site_tcp_rmem_tabs", "severity": "P2", "title": "tcp_rmem as read",
+            "per": "items(memory.sysctls)[?@[0] == 'net.ipv4.tcp_rmem']", "label": "{key} = {have}",
+            "facts": {"key": "item[0]", "have": "get(memory.sysctls, item[0])"},
+            "when": "contains(have, `\"\\t\"`)", "message": "{key} is {have}\u202e<b>",
+            "fix": {"class": "manual", "steps": "none"}, "rationale": "a test"}
+
+
+def judged(previous=""):
+    data = audit_cases.fixture("untuned")
+    data["facts"]["memory"]["sysctls"]["net.ipv4.tcp_rmem"]["value"] = RAW_RMEM
+    return audit_judge.judge("node-a", data["facts"], audit_planned(data["results"]), audit_cases.params(),
+                             audit_cases.rules(), extra=[TAB_RULE], previous=previous)
+
+
+def test_the_rules_judge_the_raw_facts_and_the_record_holds_clean_text():
+    audit = judged()
+    found = [f for f in audit["findings"] if f["rule"] == TAB_RULE["id"]]
+    assert found, "the rule saw the tab: the facts were not cleaned before the rules"
+    assert found[0]["item"] == "net.ipv4.tcp_rmem = 4096 131072 6291456"
+    assert found[0]["message"] == "net.ipv4.tcp_rmem is 4096 131072 6291456<b>"
+    assert audit["facts"]["memory"]["sysctls"]["net.ipv4.tcp_rmem"]["value"] == "4096 131072 6291456"
+    files = audit_judge.render(audit)
+    assert "\\t" not in files["audit.json"] and "\\u202e" not in files["audit.json"]
+    assert "\t" not in files["system-improve.md"] and "\u202e" not in files["system-improve.md"]
+    assert "- net.ipv4.tcp_rmem = 4096 131072 6291456: net.ipv4.tcp_rmem is 4096 131072 6291456&lt;b&gt;" \
+        in files["system-improve.md"].splitlines()
+
+
+def test_an_audit_with_a_tab_in_a_value_run_twice_has_nothing_new_since():
+    first = audit_judge.render(judged())["audit.json"]
+    second = judged(previous=first)
+    assert second["since"]["none"] is False
+    assert second["since"]["new"] == [] and second["since"]["fixed"] == [], second["since"]
+    assert {"rule": TAB_RULE["id"], "item": "net.ipv4.tcp_rmem = 4096 131072 6291456", "severity": "P2",
+            "title": "tcp_rmem as read"} in second["since"]["still"]
+
+
+def test_an_audit_json_from_before_the_cleaning_compares_like_with_like():
+    previous = json.loads(audit_judge.render(judged())["audit.json"])
+    for finding in previous["findings"]:
+        if finding["rule"] == TAB_RULE["id"]:
+            finding["item"] = "net.ipv4.tcp_rmem = " + RAW_RMEM  # as an older version recorded it
+    since = judged(previous=json.dumps(previous))["since"]
+    assert since["new"] == [] and since["fixed"] == [], since

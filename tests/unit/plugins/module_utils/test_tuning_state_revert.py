@@ -154,13 +154,13 @@ def test_a_file_changed_without_a_plan_is_reported_not_restorable(tmp_path):
     paths = _node(tmp_path)
     conf = str(tmp_path / "etc/pve/lxc/101.conf")
     original = open(conf, "rb").read()
-    record = records.file_change("lxc_memlock", conf, original, original + b"x\n", 0o640, 0o640)
+    record = records.file_change("lxc_memlock", conf, original, original + b"lxc.x: 1\n", 0o640, 0o640)
     with open(conf, "ab") as handle:
-        handle.write(b"x\n")
+        handle.write(b"lxc.x: 1\n")
     result = tuning_state.run({"path": _state_path(tmp_path), "applied": [record]}, paths=paths)
     assert result["not_restorable"] == ["file:" + conf] and result["warnings"]
     revert = tuning_revert.run({"path": _state_path(tmp_path)}, paths=paths)
-    assert [i["target"] for i in revert["not_restorable"]] == [conf] and open(conf, "rb").read().endswith(b"x\n")
+    assert [i["target"] for i in revert["not_restorable"]] == [conf] and open(conf, "rb").read().endswith(b"lxc.x: 1\n")
 
 
 def test_cpu_power_records_become_one_item_per_cpu_and_policy(tmp_path):
@@ -342,7 +342,8 @@ def test_systemd_reads_restored_defaults_only_where_it_is_the_init(tmp_path, boo
     if booted:
         os.makedirs(str(tmp_path / "run/systemd/system"))
     conf = str(tmp_path / "etc/systemd/system.conf.d/90-gpufleet-memlock.conf")
-    record = records.file_change("lxc_memlock", conf, None, b"[Manager]\nDefaultLimitMEMLOCK=infinity\n", None, 0o644)
+    record = records.file_change("container_memlock", conf, None, b"[Manager]\nDefaultLimitMEMLOCK=infinity\n", None,
+                                 0o644)
     tuning_state.run({"path": _state_path(tmp_path), "planned": [record]}, paths=paths)
     write_tree(tmp_path, {"etc/systemd/system.conf.d/90-gpufleet-memlock.conf": "[Manager]\nDefaultLimitMEMLOCK=infinity\n"})
     tuning_state.run({"path": _state_path(tmp_path), "applied": [record]}, paths=paths)

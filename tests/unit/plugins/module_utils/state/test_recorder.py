@@ -108,8 +108,8 @@ def test_the_before_is_recorded_before_the_apply_writes_anything(node):
 def test_an_existing_files_content_is_recorded_before_the_apply(node):
     """A file that existed is restorable only if its content was read before it was replaced."""
     root, state_path, paths = node
-    target = root / "etc/app.conf"
-    write_tree(root, {"etc/app.conf": "old = 1\n"})
+    target = root / "etc/sysctl.d/90-gpufleet-app.conf"
+    write_tree(root, {"etc/sysctl.d/90-gpufleet-app.conf": "old = 1\n"})
     os.chmod(str(target), 0o640)
 
     def engine(check):
@@ -252,10 +252,10 @@ def test_a_failure_in_the_plan_records_nothing(node):
 # --- (g) a loop-shaped result ---------------------------------------------------------------------
 
 def _two_files(root):
-    write_tree(root, {"etc/a.conf": "a = old\n", "etc/b.conf": "b = old\n"})
-    a, b = str(root / "etc/a.conf"), str(root / "etc/b.conf")
-    rec_a = records.file_change("lxc_memlock", a, b"a = old\n", b"a = new\n", 0o644, 0o644)
-    rec_b = records.file_change("lxc_memlock", b, b"b = old\n", b"b = new\n", 0o644, 0o644)
+    write_tree(root, {"var/lib/lxc/a/config": "lxc.a = old\n", "var/lib/lxc/b/config": "lxc.b = old\n"})
+    a, b = str(root / "var/lib/lxc/a/config"), str(root / "var/lib/lxc/b/config")
+    rec_a = records.file_change("lxc_memlock", a, b"lxc.a = old\n", b"lxc.a = new\n", 0o644, 0o644)
+    rec_b = records.file_change("lxc_memlock", b, b"lxc.b = old\n", b"lxc.b = new\n", 0o644, 0o644)
     return a, b, rec_a, rec_b
 
 
@@ -271,7 +271,7 @@ def test_a_loop_result_keeps_the_records_of_its_items_that_did_not_fail(node, ho
             return {"changed": True, "changes": [rec_a, rec_b],
                     "results": [{"item": "a", "changed": True, "changes": [rec_a]},
                                 {"item": "b", "changed": True, "changes": [rec_b]}]}
-        fileops.write_atomic(a, b"a = new\n", mode=0o644)
+        fileops.write_atomic(a, b"lxc.a = new\n", mode=0o644)
         results = [{"item": "a", "changed": True, "changes": [rec_a]},
                    {"item": "b", "failed": True, "changed": False, "changes": [], "msg": "b: locked"}]
         if how == "raised":
@@ -290,7 +290,7 @@ def test_a_loop_result_keeps_the_records_of_its_items_that_did_not_fail(node, ho
     items = saved(state_path)["items"]
     entry = items["file:%s" % a]
     assert entry["applied"] is True and entry["last_run"] == "r1"
-    assert entry["after"] == records.file_state(b"a = new\n", 0o644)
+    assert entry["after"] == records.file_state(b"lxc.a = new\n", 0o644)
     assert "file:%s" % b not in items  # planned, not applied: dropped again
     assert "file:%s" % b in state["dropped"]
 
@@ -299,8 +299,8 @@ def test_a_loop_result_keeps_the_records_of_its_items_that_did_not_fail(node, ho
 
 def test_another_calls_planned_items_of_the_same_run_are_not_dropped(node):
     root, state_path, paths = node
-    other = str(root / "etc/other.conf")
-    write_tree(root, {"etc/other.conf": "x = 1\n"})
+    other = str(root / "etc/default/grub")
+    write_tree(root, {"etc/default/grub": "x = 1\n"})
     rec = records.file_change("kernel_cmdline", other, b"x = 1\n", b"x = 2\n")
     # Another module of run r1 planned its change and has not applied it (yet, or at all).
     state_record.record(state_path, "r1", [rec], [], (), False, paths)
@@ -317,8 +317,8 @@ def test_another_calls_planned_items_of_the_same_run_are_not_dropped(node):
 def test_a_failed_apply_drops_only_its_own_plan(node):
     """The after-record of a failure prunes only the keys this call planned."""
     root, state_path, paths = node
-    other = str(root / "etc/other.conf")
-    write_tree(root, {"etc/other.conf": "x = 1\n"})
+    other = str(root / "etc/default/grub")
+    write_tree(root, {"etc/default/grub": "x = 1\n"})
     theirs = records.file_change("kernel_cmdline", other, b"x = 1\n", b"x = 2\n")
     mine = records.value("sysctl", "vm.swappiness", "60", "10")
 

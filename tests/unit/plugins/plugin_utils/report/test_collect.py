@@ -3,6 +3,8 @@ records, with every file optional, older shapes read, and nothing followed throu
 
 import json
 import os
+import socket
+import threading
 
 import pytest
 
@@ -139,6 +141,31 @@ def test_links_are_not_followed(tmp_path):
     assert sorted(model["notes"]) == ["fleet-drift.json: a symbolic link, not followed",
                                       "node-b/verify.json: a symbolic link, not followed",
                                       "node-x: a symbolic link, not followed"]
+
+
+def test_a_fifo_a_socket_or_a_folder_others_may_write_is_named_and_never_read(tmp_path):
+    root = tmp_path / "artifacts"
+    for name in ("node-a", "node-b", "node-c"):
+        (root / name).mkdir(parents=True)
+        (root / name / "audit.json").write_text(json.dumps({"host": name, "findings": []}))
+    os.mkfifo(str(root / "node-a" / "verify.json"))  # an open() of it would wait for a writer for ever
+    (root / "node-c").chmod(0o777)  # anyone could swap its files: not read at all
+    os.mkfifo(str(root / "fleet-drift.json"))
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(root / "fleet-audit.json"))
+        box = {}
+        thread = threading.Thread(target=lambda: box.update(model=collect.collect(str(root))), daemon=True)
+        thread.start()
+        thread.join(10)
+    assert not thread.is_alive(), "collect blocked on a FIFO"
+    model = box["model"]
+    assert [h["name"] for h in model["hosts"]] == ["node-a", "node-b"]
+    assert sorted(model["notes"]) == [
+        "fleet-audit.json: it is a socket, not a regular file",
+        "fleet-drift.json: it is a FIFO (named pipe), not a regular file",
+        "node-a/verify.json: it is a FIFO (named pipe), not a regular file",
+        "node-c: it is writable by other users without the sticky bit (mode 0777), so anyone could swap the "
+        "files in it"]
 
 
 def test_an_empty_folder_is_an_empty_fleet(tmp_path):

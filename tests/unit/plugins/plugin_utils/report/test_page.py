@@ -129,3 +129,19 @@ def test_an_empty_folder_renders_a_page_that_says_so(tmp_path):
     text = page.render(collect.collect(str(tmp_path)))
     assert "No host record in the artifacts folder." in text and "No rollout-&lt;run id&gt;.json" in text
     Doc(text)
+
+
+def test_a_finding_s_severity_is_escaped_in_its_column_s_title():
+    """Security finding: the grid's column title placed the severity from audit.json as it was."""
+    severity = '"><script>alert(1)</script><meta http-equiv="refresh" content="0;url=https://evil"><a href="javascript:x">'
+    host = collect.host_model("h", {"folder": "h", "files": [], "audit": {
+        "findings": [{"rule": "r", "severity": severity, "title": "t", "message": "m"}], "worst": severity}})
+    host["id"] = "host-1"
+    model = collect.fleet_model({})
+    model.update(hosts=[host], columns=collect.finding_columns([host]))
+    doc = Doc(page.render(model))
+    assert not doc.all("script") and [a.get("http-equiv") for a in doc.all("meta")].count("refresh") == 0
+    assert not [a for a in doc.all("a") if (a.get("href") or "").startswith("javascript:")]
+    assert [a["title"] for a in doc.all("th") if a.get("data-rule") == "r"] == ["t (r), %s on 1 host" % severity]
+    assert all(a["class"] in ("badge b-unk", "badge s-P0", "badge s-P1", "badge s-P2", "badge s-unk")
+               for a in doc.all("span") if "badge" in (a.get("class") or "") and "b-" in a["class"])
