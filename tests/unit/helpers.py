@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -106,3 +107,22 @@ def result_of(out):
         if '"msg": "RESULT ' in line:
             return json.loads(json.loads(line.split('"msg": ', 1)[1])[len("RESULT "):])
     raise AssertionError("no result in:\n" + out)
+
+
+def bounded(work, seconds=10):
+    """Run ``work()`` in a thread; its result or exception, failing the test if it blocks (a
+    FIFO opened for reading, where a reader must refuse it without opening)."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # pylint: disable=broad-except
+            box["error"] = exc
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "blocked for more than %d s" % seconds
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")

@@ -17,7 +17,6 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 import types
 from unittest import mock
 
@@ -29,6 +28,7 @@ from ansible_collections.gpufleet.tuning.plugins.action import artifact_files as
 from ansible_collections.gpufleet.tuning.plugins.action import fleet_report
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_files
 from ansible_collections.gpufleet.tuning.tests.unit import fleet_artifacts_fake as fake
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import bounded
 
 KEY = b"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOperator operator@controller\n"
 
@@ -58,18 +58,10 @@ def run_action(module, args, check_mode=False, seconds=30):
     task = mock.MagicMock(args=args, check_mode=check_mode, async_val=0, action="gpufleet.tuning.x")
     action = module.ActionModule(task, mock.MagicMock(), mock.MagicMock(), loader=None, templar=None,
                                  shared_loader_obj=None)
-    box = {}
-
-    def target():
-        try:
-            box["result"] = action.run(task_vars={})
-        except Exception as exc:  # pylint: disable=broad-except
-            box["failed"] = exc
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), "the action blocked for more than %d s" % seconds
-    return box.get("result"), box.get("failed")
+    try:
+        return bounded(lambda: action.run(task_vars={}), seconds), None
+    except Exception as exc:  # pylint: disable=broad-except
+        return None, exc
 
 
 def refused(failed, path):

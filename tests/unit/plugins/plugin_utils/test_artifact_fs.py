@@ -10,29 +10,11 @@ import errno
 import os
 import socket
 import stat
-import threading
 
 import pytest
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs as fs
-
-
-def bounded(work, seconds=10):
-    """Run ``work()`` in a thread; its result or exception, failing the test if it blocks."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = work()
-        except BaseException as exc:  # pylint: disable=broad-except
-            box["error"] = exc
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), "blocked for more than %d s" % seconds
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import bounded
 
 
 @pytest.fixture
