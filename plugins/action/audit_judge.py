@@ -73,14 +73,9 @@ def previous_text(path):
     through the folder's descriptor, never through a link, never blocking on a FIFO
     (plugin_utils/artifact_fs.py); what is refused here is refused again, naming it, at the write."""
     try:
-        fd = artifact_fs.open_dir(os.path.dirname(path))
+        data = artifact_fs.read_path(path, PREVIOUS_MAX_BYTES)
     except (artifact_fs.Refused, OSError, ValueError):
         return ""
-    with artifact_fs.closing(fd):
-        try:
-            data = artifact_fs.read_file(fd, os.path.basename(path), PREVIOUS_MAX_BYTES)
-        except (artifact_fs.Refused, OSError):
-            return ""
     return "" if data is None else data.decode("utf-8", "replace")
 
 

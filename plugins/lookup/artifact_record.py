@@ -63,6 +63,7 @@ import os
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs
 
 
@@ -70,25 +71,13 @@ def read(path, default="", max_bytes=artifact_fs.MAX_BYTES):
     """The text of the record ``path``, ``default`` when it or its folder is missing."""
     if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path or path.endswith("/"):
         raise AnsibleLookupError("artifact_record: %r is not the absolute path of a file" % (path,))
-    folder, name = os.path.split(os.path.normpath(path))
     try:
-        fd = artifact_fs.open_dir(folder)
-    except FileNotFoundError:
-        return default
-    except (artifact_fs.Refused, OSError) as exc:
-        raise AnsibleLookupError("artifact_record: %s" % _describe(exc))
-    with artifact_fs.closing(fd):
-        try:
-            data = artifact_fs.read_file(fd, name, max_bytes, folder)
-        except (artifact_fs.Refused, OSError) as exc:
-            raise AnsibleLookupError("artifact_record: %s" % _describe(exc))
+        data = artifact_fs.read_path(path, max_bytes)
+    except artifact_fs.Refused as exc:
+        raise AnsibleLookupError("artifact_record: %s" % exc)
+    except OSError as exc:
+        raise AnsibleLookupError("artifact_record: cannot read %s: %s" % (exc.filename or path, fileops.describe(exc)))
     return default if data is None else data.decode("utf-8", "replace")
-
-
-def _describe(exc):
-    if isinstance(exc, artifact_fs.Refused):
-        return str(exc)
-    return "cannot read %s: %s" % (exc.filename, exc.strerror or exc)
 
 
 class LookupModule(LookupBase):

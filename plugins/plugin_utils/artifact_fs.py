@@ -211,6 +211,18 @@ def read_file(fd, name, limit=MAX_BYTES, where=None):
     return b"".join(chunks)
 
 
+def read_path(path, limit=MAX_BYTES):
+    """The bytes of the file at the absolute ``path``, read as read_file does through its folder
+    opened with open_dir; None when the file or its folder is missing."""
+    folder, name = os.path.split(os.path.normpath(path))
+    try:
+        fd = open_dir(folder)
+    except FileNotFoundError:
+        return None
+    with closing(fd):
+        return read_file(fd, name, limit, folder)
+
+
 def same(fd, name, data, mode, where=None):
     """Whether the file ``name`` in ``fd`` already holds ``data`` with permission bits ``mode``
     (False when absent); Refused for what read_file refuses."""
