@@ -43,7 +43,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.state import store
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state.record import new_run_id, now_text
 
 AREAS = ("sysctl", "pcie", "cpu_power", "lxc_memlock", "peermem", "nvidia_options", "kernel_cmdline",
-         "container_memlock")
+         "container_memlock", "serving_launch")
 _ORDER = {"file": 0, "sysctl": 1, "sysfs": 1, "pcie_mrrs": 2, "pcie_acs": 2, "kmod": 3}
 
 ARGUMENT_SPEC = dict(
@@ -93,7 +93,7 @@ def run(params, check_mode=False, paths=None, tools=None):
         raise ModuleFailure(str(exc))
     result = {"changed": False, "path": params["path"], "only_run": params["only_run"], "restored": [],
               "already": [], "not_restorable": [], "refused": checks.listed(state), "pending_reboot": [],
-              "reboot_required": False, "commands": [], "changes": [], "warnings": []}
+              "reboot_required": False, "restart_units": [], "commands": [], "changes": [], "warnings": []}
     if result["refused"]:
         result["warnings"].append(checks.warning(result["refused"], "not put back"))
     todo, settled = [], []
@@ -114,6 +114,7 @@ def run(params, check_mode=False, paths=None, tools=None):
     goals = [goal for goal, current in todo]
     result["pending_reboot"] = sorted(g["target"] for g in goals if g.get("reboot"))
     result["reboot_required"] = bool(result["pending_reboot"])
+    result["restart_units"] = restart_units(goals)
     result["changes"] = [_record(goal, current) for goal, current in todo]
     result["diff"] = [diffs.values_diff(dict((g["key"], _text(g, c)) for g, c in todo),
                                         dict((g["key"], _text(g, g["before"])) for g in goals), "gpufleet-tuning revert")]
@@ -211,6 +212,19 @@ def _followups(entries, tools, paths):
     elif any("/systemd/system/" in e["target"] for e in files) and systemd:
         out.append([tools.which("systemctl"), "daemon-reload"])
     return out
+
+
+def restart_units(entries):
+    """Serving units whose launch drop-in (area serving_launch) is put back: each runs the
+    command of the drop-in it started with until it is restarted, which is the role's to do
+    (a restart drops the requests in flight)."""
+    units = set()
+    for entry in entries:
+        if entry["area"] == "serving_launch" and entry["how"] == "file":
+            folder = os.path.basename(os.path.dirname(entry["target"]))
+            if folder.endswith(".service.d"):
+                units.add(folder[:-len(".d")])
+    return sorted(units)
 
 
 def _text(entry, value):

@@ -67,6 +67,14 @@ options:
     description: Check the server's TLS certificate (C(https) only).
     type: bool
     default: true
+  unit:
+    description:
+      - The systemd unit running the server, on the host this module runs on. Between probes
+        its state is read (C(systemctl show)); once it has failed, stopped, or waits to be
+        restarted after its process exited, the wait ends at once with that reason instead of
+        running out the timeout (a launch command the server refuses).
+      - Unset, only the HTTP probes decide.
+    type: str
 seealso:
   - module: gpufleet.tuning.inference_benchmark
     description: Measures the server once it is ready.
@@ -160,6 +168,12 @@ down:
   description: True when nothing answered at all (connection refused, no route).
   returned: always
   type: bool
+stopped:
+  description: Why O(unit) will not serve (failed, stopped, restarting after an exit); null
+    while it runs, or without O(unit).
+  returned: always
+  type: str
+  sample: "gpufleet-tiny-llm.service failed (result exit-code, exit status 2)"
 attempts:
   description: Probes made.
   returned: always
@@ -186,7 +200,17 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common import outc
 
 def main():
     module = AnsibleModule(argument_spec=serving_health.ARGUMENT_SPEC, supports_check_mode=True)
-    outcome.finish(module, lambda: serving_health.run(module.params, check_mode=module.check_mode))
+
+    def unit_state(unit):
+        argv = [module.get_bin_path("systemctl", required=True), "show", "--no-pager"]
+        argv += ["--property=%s" % name for name in serving_health.UNIT_PROPERTIES] + ["--", unit]
+        rc, out, err = module.run_command(argv)
+        if rc != 0:
+            return {}  # systemd unreachable for a moment: the HTTP probes decide
+        return serving_health.parse_show(out)
+
+    outcome.finish(module, lambda: serving_health.run(module.params, check_mode=module.check_mode,
+                                                      tools={"unit_state": unit_state}))
 
 
 if __name__ == "__main__":

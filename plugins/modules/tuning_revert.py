@@ -219,6 +219,15 @@ reboot_required:
   description: True when RV(pending_reboot) is not empty.
   returned: always
   type: bool
+restart_units:
+  description:
+    - Serving units whose launch drop-in (area C(serving_launch)) was put back (in check mode,
+      would be). Each keeps running the command it started with until it is restarted; the
+      revert role restarts them (C(revert_serving_restart_ok)) and waits until each is ready.
+  returned: always
+  type: list
+  elements: str
+  sample: ["sglang.service"]
 commands:
   description: Commands run (in check mode, that would run) after the restores.
   returned: always

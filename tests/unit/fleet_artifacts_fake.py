@@ -6,7 +6,8 @@ system-improve.md from the audit fixtures (tests/unit/fixtures/audit, through au
 audit_since and audit_report, as roles/audit does), verify.json with P2P results shaped by
 p2p_plan.matrices and p2p_plan.verdicts (floors per pair as p2p_bandwidth writes them),
 benchmark-before.json / -after.json / benchmark.json (stats.summarise and benchmark_compare),
-fleet-audit.json (audit_fleet), fleet-drift.json and two rollout-<run id>.json
+experiments.json and experiments.md on two healthy hosts (experiment_summary's shape, experiments_report:
+one kept a flag, one kept none), fleet-audit.json (audit_fleet), fleet-drift.json and two rollout-<run id>.json
 (rollout_result): an earlier completed one and the latest, whose canary failed verify and was
 reverted.
 
@@ -31,6 +32,8 @@ from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_fleet import
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_report import audit_report
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_since import audit_since
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.benchmark import benchmark_compare
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.experiments_report import experiments_report
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.node_text import clean_tree
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.rollout_report import rollout_result
 from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import p2p_plan
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import stats
@@ -263,6 +266,96 @@ def benchmark_files(host, after_scale=1.02, with_after=True):
     return files
 
 
+# ------------------------------------------------------------------------------ experiments
+
+SGLANG_ARGV = ["/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct",
+               "--tp", "4", "--host", "127.0.0.1", "--port", "8000"]
+
+
+def _comparison(before, after, noise, verdict, guards=()):
+    delta = round(100.0 * (after - before) / before, 1)
+    return {"figure": {"name": "decode_tokens_per_s", "before": before, "after": after, "delta_pct": delta,
+                       "noise_pct": noise, "verdict": verdict},
+            "guards": [dict(zip(("name", "before", "after", "delta_pct", "noise_pct", "verdict", "regressed"), g))
+                       for g in guards]}
+
+
+def _exact(prompts=8):
+    return {"passed": True, "exact": True, "divergence_pct": 0.0, "max_divergence_pct": 0.0, "prompts": prompts,
+            "differing_prompts": 0, "first_differences": []}
+
+
+def experiments_of(host, keep=True):
+    """What the serving_experiments role writes as experiments.json: SGLang on 4 GPUs, seven
+    candidates in risk order, one of each status (``keep``: the first is kept; else it is rolled
+    back too and the command is left as it was)."""
+    fused = "--enable-fused-moe-sum-all-reduce"
+    after = SGLANG_ARGV + [fused] if keep else list(SGLANG_ARGV)
+    base = 812.3
+    top = 861.0 if keep else base
+    good = ("ttft_ms.p90", 40.1, 40.5, 1.0, 2.0, "no measurable change", False)
+    candidates = [
+        {"name": "fused_moe_sum_all_reduce", "flag": fused, "value": None, "risk": "low",
+         "status": "kept" if keep else "rolled_back",
+         "reason": "decode_tokens_per_s +6.0 % beyond the noise (\u00b11.2 %)" if keep else
+         "decode_tokens_per_s +0.5 %: within the noise (\u00b11.2 %)",
+         "argv": SGLANG_ARGV + [fused],
+         "comparison": _comparison(base, 861.0 if keep else 816.4, 1.2, "better" if keep else "no measurable change",
+                                   [good]),
+         "accuracy": _exact(), "downtime_s": {"try": 41.2, "rollback": None if keep else 39.8},
+         "restarts": 1 if keep else 2},
+        {"name": "cuda_graph_max_bs", "flag": "--cuda-graph-max-bs", "value": "160", "risk": "low",
+         "status": "rolled_back", "reason": "decode_tokens_per_s +0.4 %: within the noise (\u00b11.3 %)",
+         "argv": after + ["--cuda-graph-max-bs", "160"],
+         "comparison": _comparison(top, round(top * 1.004, 1), 1.3, "no measurable change", [good]),
+         "accuracy": _exact(), "downtime_s": {"try": 44.0, "rollback": 40.3}, "restarts": 2},
+        {"name": "schedule_policy_lpm", "flag": "--schedule-policy", "value": "lpm", "risk": "low", "status": "failed",
+         "reason": "the benchmark failed: 3 of 32 requests answered 500", "argv": after + ["--schedule-policy", "lpm"],
+         "comparison": None, "accuracy": None, "downtime_s": {"try": 40.9, "rollback": 41.0}, "restarts": 2},
+        {"name": "torch_compile", "flag": "--enable-torch-compile", "value": None, "risk": "medium",
+         "status": "failed_start", "reason": "not ready within the readiness timeout (300 s)",
+         "argv": after + ["--enable-torch-compile"], "comparison": None, "accuracy": None,
+         "downtime_s": {"try": 300.0, "rollback": 42.6}, "restarts": 2},
+        {"name": "kv_cache_fp8", "flag": "--kv-cache-dtype", "value": "fp8_e5m2", "risk": "medium",
+         "status": "rejected_accuracy", "reason": "accuracy: 3 of 8 prompts differ (12.5 % of tokens, 0.0 % allowed)",
+         "argv": after + ["--kv-cache-dtype", "fp8_e5m2"],
+         "comparison": _comparison(top, round(top * 1.048, 1), 1.4, "better", [good]),
+         "accuracy": {"passed": False, "exact": False, "divergence_pct": 12.5, "max_divergence_pct": 0.0, "prompts": 8,
+                      "differing_prompts": 3,
+                      "first_differences": [{"prompt": 3, "token": 17, "baseline": " the", "candidate": " a"},
+                                            {"prompt": 5, "token": 40, "baseline": "\n", "candidate": " So"}]},
+         "downtime_s": {"try": 45.5, "rollback": 40.7}, "restarts": 2},
+        {"name": "continuous_decode_steps", "flag": "--num-continuous-decode-steps", "value": "4", "risk": "medium",
+         "status": "rolled_back", "reason": "ttft_ms.p90 +9.0 % beyond the noise (\u00b12.0 %): more than the 5 % allowed",
+         "argv": after + ["--num-continuous-decode-steps", "4"],
+         "comparison": _comparison(top, round(top * 1.031, 1), 1.2, "better",
+                                   [("ttft_ms.p90", 40.5, 44.1, 9.0, 2.0, "worse", True)]),
+         "accuracy": _exact(), "downtime_s": {"try": 43.1, "rollback": 40.2}, "restarts": 2},
+        {"name": "dp_attention", "flag": "--enable-dp-attention", "value": None, "risk": "high", "status": "skipped",
+         "reason": "high risk: serving_experiments_allow_risky is off", "argv": None, "comparison": None,
+         "accuracy": None, "downtime_s": {"try": None, "rollback": None}, "restarts": 0},
+    ]
+    restarts = sum(c["restarts"] for c in candidates)
+    downtime = round(sum(v for c in candidates for v in c["downtime_s"].values() if v is not None), 1)
+    record = {
+        "host": host, "unit": "sglang.service", "unit_host": "", "server_kind": "sglang",
+        "figure": "decode_tokens_per_s", "concurrency": 1, "guard_figures": ["output_tokens_per_s", "ttft_ms.p90"],
+        "max_regression_pct": 5.0, "time_started": "2026-12-01T06:10:00Z", "time_finished": "2026-12-01T06:52:00Z",
+        "before": {"argv": list(SGLANG_ARGV), "command": " ".join(SGLANG_ARGV)},
+        "after": {"argv": after, "command": " ".join(after)}, "changed": keep,
+        "dropin": "/etc/systemd/system/sglang.service.d/90-gpufleet-launch.conf" if keep else None,
+        "baseline": {"figure": base, "noise_pct": 1.2},
+        "final": {"figure": top, "delta_pct": 6.0 if keep else 0.0},
+        "restarts": restarts, "max_restarts": 12, "downtime_s_total": downtime, "candidates": candidates,
+    }
+    return clean_tree(record)
+
+
+def experiments_files(host, keep=True):
+    record = experiments_of(host, keep)
+    return {"experiments.json": _json(record), "experiments.md": experiments_report(record, host)}
+
+
 # ------------------------------------------------------------------------------ rollout
 
 def _checks(verify="passed", message=""):
@@ -359,6 +452,8 @@ def write_fleet(root, count=16, gpus=None, benchmark_all=False):
             files.update(benchmark_files(name, after_scale=0.85))
         elif kind == "healthy" and (benchmark_all or index % 2 == 0):
             files.update(benchmark_files(name))
+        if index in (len(SPECIAL), len(SPECIAL) + 2):
+            files.update(experiments_files(name, keep=index == len(SPECIAL)))
         for file_name, text in files.items():
             _write(os.path.join(folder, file_name), text)
     fleet = audit_fleet(audits)

@@ -109,16 +109,25 @@ def probe(endpoint, model=None, timeout=5.0):
 
 
 def wait(endpoint, model=None, timeout=60.0, interval=2.0, request_timeout=5.0,
-         clock=time.monotonic, sleep=time.sleep):
+         clock=time.monotonic, sleep=time.sleep, stopped=None):
     """Probe until ready or ``timeout`` seconds passed (at least one probe). Returns the last
-    probe with ``attempts`` and ``elapsed_s``; the caller reads ``ready``."""
+    probe with ``attempts``, ``elapsed_s`` and ``stopped``; the caller reads ``ready``.
+
+    ``stopped``: a callable returning why the server's process is gone for good (its unit
+    failed or waits to be restarted after an exit), or None while it runs or starts. A server
+    that cannot start is then reported at the next probe, not after the whole timeout: a
+    launch flag it refuses must be rolled back at once, and a model load can take many
+    minutes of timeout."""
     start = clock()
     attempts = 0
     while True:
         attempts += 1
         found = probe(endpoint, model, request_timeout)
         elapsed = clock() - start
-        if found["ready"] or elapsed + interval > timeout:
+        found["stopped"] = None if found["ready"] or stopped is None else stopped()
+        if found["stopped"]:
+            found["reason"] = "%s; %s" % (found["stopped"], found["reason"])
+        if found["ready"] or found["stopped"] or elapsed + interval > timeout:
             found.update(attempts=attempts, elapsed_s=round(elapsed, 3))
             return found
         sleep(interval)
@@ -127,5 +136,8 @@ def wait(endpoint, model=None, timeout=60.0, interval=2.0, request_timeout=5.0,
 def not_ready_message(endpoint, found, timeout):
     """One line for a server that never became ready: down or slow, and the last reason."""
     what = "is down" if found.get("down") else "was not ready"
+    if found.get("stopped"):
+        return "the server at %s stopped after %g s (%d probe%s): %s" % (
+            endpoint.base, found["elapsed_s"], found["attempts"], "" if found["attempts"] == 1 else "s", found["reason"])
     return "the server at %s %s after %g s (%d probe%s): %s" % (
         endpoint.base, what, timeout, found["attempts"], "" if found["attempts"] == 1 else "s", found["reason"])

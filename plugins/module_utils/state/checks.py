@@ -38,6 +38,7 @@ import binascii
 import os
 import re
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import lxc_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils.state import items as state_items
@@ -162,6 +163,8 @@ def _file_refusal(kind, area, target, value, name):
         return "its content is not base64"
     if container_config and not lxc_config.looks_like_config(content, lxc_config.is_proxmox_path(target)):
         return "its content is not a container config (lines other than lxc.* or Proxmox keys)"
+    if area == "serving_launch" and not _launch_dropin(content):
+        return "its content is not a launch drop-in of the collection (marker, [Service], ExecStart= and Environment= only)"
     mode = value.get("mode")
     if not isinstance(mode, str) or not _MODE.match(mode):
         return "mode %r is not octal permission bits" % (mode,)
@@ -176,6 +179,31 @@ def _file_refusal(kind, area, target, value, name):
     if area not in managed_paths.OWN_OWNER_AREAS and (uid not in _trusted(os.geteuid()) or gid not in _trusted(os.getegid())):
         return "owner %d:%d: the collection's files go back root's" % (uid, gid)
     return None
+
+
+def _launch_dropin(content):
+    """A launch drop-in as serving_launch writes it: the marker in its first lines, then only
+    comments, ``[Service]``, ``ExecStart=`` and ``Environment=`` lines, no ``+`` or ``!``
+    prefix (the command run with full privileges) and no loader variable (``LD_PRELOAD``). A
+    record that would put back anything else (``ExecStartPre=``, ``User=``) as a unit's drop-in
+    is not the collection's."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    if not managed_files.is_owned(text):
+        return False
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")) or line == "[Service]":
+            continue
+        if not line.startswith(("ExecStart=", "Environment=")) or line.endswith("\\"):
+            return False
+        if line.startswith("ExecStart=") and line[len("ExecStart="):].lstrip("-@:")[:1] in ("+", "!"):
+            return False  # full privileges, whatever the unit's User=
+        if line.startswith("Environment=") and "LD_" in line:
+            return False  # the loader's variables: code loaded into the server
+    return True
 
 
 def _trusted(own):

@@ -29,7 +29,10 @@ state/test_managed_paths.py runs each module and checks every path it records):
   and the link that enables it in multi-user.target.wants;
 - container_memlock (the container role, through tuning_state): its
   ``90-gpufleet-memlock.conf`` in /etc/security/limits.d, /etc/systemd/system.conf.d and the
-  serving unit's drop-in directory.
+  serving unit's drop-in directory;
+- serving_launch (serving_launch): the serving unit's launch drop-in,
+  ``/etc/systemd/system/<unit>.service.d/NN-gpufleet-<name>.conf``; its content, when a revert
+  would write one back, must be such a drop-in (state/checks.py).
 
 A symbolic link is a file's earlier state only where a module can record one: the unit's enable
 link (pointing at that unit), and a path where a module replaces a link it found with its own
@@ -56,6 +59,7 @@ _PROFILE = r"[a-z0-9][a-z0-9_-]{0,63}"
 _LXC_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.+@-]{0,254}"
 _MODPROBE_FILE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,120}\.conf"
 _UNIT = r"[A-Za-z0-9:_.@-]+"
+_LAUNCH_DROPIN = r"[0-9]{2}-gpufleet-[a-z0-9_-]{1,60}\.conf"
 _LXC_CONFIGS = (r"/etc/pve/lxc/[0-9]+\.conf", r"/etc/pve/nodes/[^/]+/lxc/[0-9]+\.conf",
                 r"(?:/[^/]+)*/%s/config" % _LXC_NAME)
 _BACKUP_SUFFIX = r"\.[0-9]{8}-[0-9]{6}(?:-[0-9]+)?\.gpufleet\.bak"
@@ -95,6 +99,9 @@ RULES = {
         (r"/etc/security/limits\.d/90-gpufleet-memlock\.conf", PLAIN),
         (r"/etc/systemd/system\.conf\.d/90-gpufleet-memlock\.conf", PLAIN),
         (r"/etc/systemd/system/%s\.(?:service|scope)\.d/90-gpufleet-memlock\.conf" % _UNIT, PLAIN),
+    ),
+    "serving_launch": (
+        (r"/etc/systemd/system/%s\.service\.d/%s" % (_UNIT, _LAUNCH_DROPIN), PLAIN),
     ),
 }
 _COMPILED = dict((area, tuple((re.compile(pattern + r"\Z"), kind) for pattern, kind in rules))

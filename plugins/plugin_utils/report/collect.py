@@ -13,6 +13,8 @@ shape them, never guessed:
   ``p2p_staged``, ``drift``, ``recorded_drift``, ``failures``, ``comparison`` from p2p_compare);
 - ``<host>/benchmark.json`` (benchmark_compare with ``host``) and ``benchmark-before.json`` /
   ``benchmark-after.json`` (inference_benchmark's result: levels with min/median/max per figure);
+- ``<host>/experiments.json`` (the experiments role's record through experiment_summary:
+  the launch flags tried one at a time, each kept or rolled back, issue 37);
 - ``fleet-audit.json`` (audit_fleet), ``fleet-drift.json`` (host: recorded drift) and
   ``rollout-<run id>.json`` (rollout_result: batches, batch_outcomes, hosts, verdict).
 
@@ -29,7 +31,7 @@ with a note and never blocks the reader. Files are read up to MAX_FILE_BYTES.
 
 ``collect(root)`` does the reading (``root_fd``: a descriptor of the folder already opened, as
 the fleet_report action passes the one it writes the page through); ``host_model``,
-``p2p_model``, ``benchmark_model`` and ``rollout_model`` are pure functions of the loaded data,
+``p2p_model``, ``benchmark_model``, ``experiments_model`` and ``rollout_model`` are pure functions of the loaded data,
 so the tests give them shapes directly.
 Nothing reads the clock: the same folder gives the same model.
 """
@@ -44,15 +46,17 @@ import re
 import stat
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.experiments_report import figure_value
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import anchors as anchors_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import stats
 
 MAX_FILE_BYTES = 64 << 20
 SEVERITIES = ("P0", "P1", "P2")
 HOST_FILES = ("audit.json", "system-improve.md", "verify.json", "benchmark.json", "benchmark-before.json",
-              "benchmark-after.json")
+              "benchmark-after.json", "experiments.json")
 # Files of a host's folder the page links to when they are there.
-LINKED_FILES = ("system-improve.md", "audit.json", "verify.json", "verify.previous.json", "benchmark.md", "benchmark.json")
+LINKED_FILES = ("system-improve.md", "audit.json", "verify.json", "verify.previous.json", "benchmark.md", "benchmark.json",
+                "experiments.md", "experiments.json")
 ROLLOUT_FILE = re.compile(r"rollout-([A-Za-z0-9._-]+)\.json\Z")
 _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 
@@ -249,7 +253,11 @@ def _collect(reader):
                 "benchmark": reader.json(os.path.join(name, "benchmark.json")),
                 "before": reader.json(os.path.join(name, "benchmark-before.json")),
                 "after": reader.json(os.path.join(name, "benchmark-after.json")),
+                "experiments": reader.json(os.path.join(name, "experiments.json")),
             }
+            if loaded["experiments"] is not None and not isinstance(loaded["experiments"].get("candidates"), list):
+                reader.note(os.path.join(name, "experiments.json"), "not an experiments record (no candidates list)")
+                loaded["experiments"] = None
             host = _host_name(name, loaded)
             links = [f for f in LINKED_FILES if reader.is_file(os.path.join(name, f))]
             hosts[host] = dict(loaded, folder=name, files=links)
@@ -266,7 +274,7 @@ def _collect(reader):
 
 
 def _host_name(folder, loaded):
-    for key in ("audit", "verify", "benchmark", "after", "before"):
+    for key in ("audit", "verify", "benchmark", "after", "before", "experiments"):
         name = (loaded.get(key) or {}).get("host")
         if isinstance(name, str) and name:
             return name
@@ -282,7 +290,7 @@ def natural_key(name):
 
 def fleet_model(hosts, fleet_audit=None, fleet_drift=None, rollouts=()):
     """The model from loaded records: ``hosts`` maps a name to {folder, audit, report, verify,
-    benchmark, before, after} (any of them None)."""
+    benchmark, before, after, experiments} (any of them None)."""
     rollout = None
     older = []
     ordered = sorted((r for r in rollouts if isinstance(r, dict)), key=_rollout_key)
@@ -375,9 +383,11 @@ def host_model(name, loaded, fleet_drift=None, rollout=None, fleet_row=None, fle
     audit = audit_model(loaded.get("audit"), loaded.get("report"), fleet_row, fleet_findings)
     verify = verify_model(loaded.get("verify"))
     bench = benchmark_model(loaded.get("benchmark"), loaded.get("before"), loaded.get("after"))
+    experiments = experiments_model(loaded.get("experiments"))
     drift = _drift(fleet_drift, verify)
     times = [t for t in ((audit or {}).get("time"), (verify or {}).get("time"),
-                         (bench or {}).get("after_time"), (bench or {}).get("before_time")) if t]
+                         (bench or {}).get("after_time"), (bench or {}).get("before_time"),
+                         (experiments or {}).get("time_finished"), (experiments or {}).get("time_started")) if t]
     model = {
         "name": name,
         "folder": loaded.get("folder"),
@@ -386,6 +396,7 @@ def host_model(name, loaded, fleet_drift=None, rollout=None, fleet_row=None, fle
         "verify": verify,
         "p2p": (verify or {}).get("p2p") or p2p_model(None, why="no verify.json" if verify is None else None),
         "benchmark": bench,
+        "experiments": experiments,
         "rollout": rollout,
         "drift": drift,
         "times": times,
@@ -712,6 +723,97 @@ def _efficiency(entry):
         return None
     return {"ceiling": _number(entry.get("ceiling_tokens_per_s")), "decode": _number(entry.get("decode_tokens_per_s")),
             "percent": _number(entry.get("percent")), "formula": entry.get("formula"), "reason": entry.get("reason")}
+
+
+# ------------------------------------------------------------------------------ experiments
+
+# The statuses of a serving experiment's candidate (the serving_experiments role's), in the order
+# the page counts them.
+EXPERIMENT_STATUSES = ("kept", "rolled_back", "rejected_accuracy", "failed_start", "failed", "skipped")
+
+
+def _text(value):
+    """A string of a record, or None (a number or a word the writer gave; never a dict or list)."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _command(side):
+    """The launch command of an experiments record's ``before``/``after``: its text, else its
+    arguments joined, or None."""
+    side = side if isinstance(side, dict) else {}
+    if isinstance(side.get("command"), str) and side["command"]:
+        return side["command"]
+    argv = side.get("argv")
+    if isinstance(argv, list) and argv:
+        return " ".join(str(arg) for arg in argv)
+    return None
+
+
+def experiments_model(record):
+    """A host's serving experiments (experiments.json) as the page shows them: the unit, the
+    figure from the baseline to the kept state, the counts per status, the launch command before
+    and after, and one row per candidate in the order tried. None when there is no record (or it
+    has no candidates list)."""
+    if not isinstance(record, dict) or not isinstance(record.get("candidates"), list):
+        return None
+    baseline = record.get("baseline") if isinstance(record.get("baseline"), dict) else {}
+    final = record.get("final") if isinstance(record.get("final"), dict) else {}
+    rows = []
+    for candidate in record["candidates"]:
+        if not isinstance(candidate, dict):
+            continue
+        comparison = candidate.get("comparison") if isinstance(candidate.get("comparison"), dict) else {}
+        figure = comparison.get("figure") if isinstance(comparison.get("figure"), dict) else None
+        accuracy = candidate.get("accuracy") if isinstance(candidate.get("accuracy"), dict) else None
+        downtime = candidate.get("downtime_s") if isinstance(candidate.get("downtime_s"), dict) else {}
+        rows.append({
+            "name": _text(candidate.get("name")) or "?",
+            "flag": _text(candidate.get("flag")),
+            "value": None if candidate.get("value") is True else _text(candidate.get("value")),
+            "risk": _text(candidate.get("risk")),
+            "status": _text(candidate.get("status")) or "?",
+            "reason": _text(candidate.get("reason")) or "",
+            "figure": {key: _number(figure.get(key)) for key in ("before", "after", "delta_pct", "noise_pct")}
+            if figure else None,
+            "verdict": _text((figure or {}).get("verdict")),
+            "regressed": [str(g.get("name")) for g in comparison.get("guards") or []
+                          if isinstance(g, dict) and g.get("regressed") is True],
+            "accuracy": {"passed": accuracy.get("passed") if isinstance(accuracy.get("passed"), bool) else None,
+                         "exact": accuracy.get("exact") is True,
+                         "divergence_pct": _number(accuracy.get("divergence_pct")),
+                         "max_divergence_pct": _number(accuracy.get("max_divergence_pct")),
+                         "prompts": _number(accuracy.get("prompts")),
+                         "differing_prompts": _number(accuracy.get("differing_prompts"))} if accuracy else None,
+            "downtime_try": _number(downtime.get("try")),
+            "downtime_rollback": _number(downtime.get("rollback")),
+        })
+    counts = dict((status, sum(1 for row in rows if row["status"] == status)) for status in EXPERIMENT_STATUSES)
+    counts["other"] = len(rows) - sum(counts.values())
+    counts["total"] = len(rows)
+    return {
+        "unit": _text(record.get("unit")),
+        "unit_host": _text(record.get("unit_host")),
+        "kind": _text(record.get("server_kind")),
+        "figure": _text(record.get("figure")),
+        "concurrency": _number(record.get("concurrency")),
+        "time_started": _text(record.get("time_started")),
+        "time_finished": _text(record.get("time_finished")),
+        "baseline": _number(figure_value(baseline)),
+        "baseline_noise_pct": _number(baseline.get("noise_pct")),
+        "final": _number(figure_value(final)),
+        "final_delta_pct": _number(final.get("delta_pct")),
+        "changed": record.get("changed") is True,
+        "before": _command(record.get("before")),
+        "after": _command(record.get("after")),
+        "dropin": _text(record.get("dropin")),
+        "restarts": _number(record.get("restarts")),
+        "max_restarts": _number(record.get("max_restarts")),
+        "downtime_s_total": _number(record.get("downtime_s_total")),
+        "counts": counts,
+        "candidates": rows,
+    }
 
 
 # ------------------------------------------------------------------------------ rollout

@@ -7,8 +7,9 @@ What people look at after a tune or rollout run, in the order they ask: which ho
 look and why; the findings grid (hosts x findings, coloured by severity, each cell a link to
 that finding in the host's system-improve.md); the rollout (canary, batches, failures, reverts,
 hosts not touched); what drifted since the previous run; then each host: its P2P matrices as
-heatmaps against the floor each pair was judged by, and its benchmark before and after the
-tuning with the noise band and the efficiency against the ceiling.
+heatmaps against the floor each pair was judged by, its benchmark before and after the tuning
+with the noise band and the efficiency against the ceiling, and its serving experiments (the
+launch flags tried one at a time, each kept or rolled back).
 
 One file, nothing fetched: the stylesheet is inline, the charts are inline SVG (charts.py), and
 there is no script at all (sections fold with ``<details>``), so the page opens from a file
@@ -20,7 +21,8 @@ Every text of the model comes from records on the controller that node output fi
 data, never markup: render() first cleans every string of the model (node_text: no control or
 bidi character, bounded length), and each value is placed with html.escape(quote=True), in
 text and in double-quoted attributes alike; a class or an id is never a value (a severity
-outside P0-P2 is the "unknown" class, an id is collect's ``host-N`` kept to [A-Za-z0-9_-]). A
+outside P0-P2 is the "unknown" class, an experiment's status outside the known ones a plain
+badge, an id is collect's ``host-N`` kept to [A-Za-z0-9_-]). A
 link is either a fragment of this page or one of the collection's own relative paths: a host's
 folder (the artifacts folder's entry, artifact_dir's encoding) and a fixed file name, or a
 rollout-<run id>.md beside the page, each URL-quoted; no value goes into a <script>, <style> or
@@ -35,6 +37,7 @@ from html import escape
 from urllib.parse import quote
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import node_text
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.experiments_report import divergence_text, flag_text
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import anchors
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import charts
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report.collect import BENCH_PANELS, MATRICES, needs_a_look
@@ -47,6 +50,10 @@ PANEL_TITLES = {"decode": "Decode tokens/s per stream", "ttft": "Time to first t
 FIGURE_LABELS = {"decode_tokens_per_s": "decode tokens/s", "output_tokens_per_s": "output tokens/s",
                  "ttft_ms.p50": "TTFT p50", "ttft_ms.p90": "TTFT p90", "ttft_ms.p99": "TTFT p99",
                  "itl_ms.p50": "ITL p50", "itl_ms.p90": "ITL p90", "itl_ms.p99": "ITL p99"}
+# A serving experiment's status: (its words, its badge's class).
+EXPERIMENT_BADGES = {"kept": ("kept", "b-ok"), "rolled_back": ("rolled back", ""),
+                     "rejected_accuracy": ("rejected on accuracy", "b-warn"), "failed_start": ("failed to start", "b-bad"),
+                     "failed": ("failed", "b-bad"), "skipped": ("skipped", "")}
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 LIST_LIMIT = 12
 _NOT_ID = re.compile(r"[^A-Za-z0-9_-]")
@@ -136,6 +143,11 @@ svg .arrow{stroke:#8c959f;stroke-width:2}
 .sw.neutral{background:#6f93cf}
 ul{margin:4px 0;padding-left:20px}
 .short-row td{background:#fdecea}
+.kept-row td{background:#e6f4ea}
+table.exp td.why{min-width:240px}
+table.exp td.n,table.exp code{white-space:nowrap}
+table.exp td.acc{min-width:170px}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f0f3f6;border-radius:3px;padding:0 3px}
 @media (max-width:600px){body{font-size:13px}header,main,footer{padding:0 8px}.tile{min-width:90px}}
 """
 
@@ -205,7 +217,10 @@ def _summary(model):
     tiles = [("hosts", len(hosts)), ("with P0 findings", worst.get("P0", 0)),
              ("P2P measured", sum(1 for h in hosts if (h.get("p2p") or {}).get("status") == "measured")),
              ("P2P short", len(short)), ("drifted", len(drift)),
-             ("benchmarked", sum(1 for h in hosts if h.get("benchmark"))), ("benchmark gate failed", len(gate))]
+             ("benchmarked", sum(1 for h in hosts if h.get("benchmark"))), ("benchmark gate failed", len(gate)),
+             ("with serving experiments", sum(1 for h in hosts if h.get("experiments"))),
+             ("experiment changes kept", sum(_count(((h.get("experiments") or {}).get("counts") or {}).get("kept"))
+                                             for h in hosts))]
     if rollout:
         tiles.append(("rollout", rollout["status"]))
     out = ['<section id="summary"><div class="tiles">']
@@ -462,6 +477,7 @@ def _host(host):
     out.append(_host_verify(host))
     out.append(_host_p2p(host))
     out.append(_host_benchmark(host))
+    out.append(_host_experiments(host))
     out.append("</div></details>")
     return "".join(out)
 
@@ -642,6 +658,96 @@ def _host_benchmark(host):
                            level["concurrency"], FIGURE_LABELS[path], charts.fmt(fig["before"]), charts.fmt(fig["after"]),
                            charts.fmt(fig["delta_pct"]), charts.fmt(fig["noise_pct"]), _e(fig["verdict"])))
     out.append("</tbody></table></div></details>")
+    return "".join(out)
+
+
+def _signed(value):
+    return "\u2014" if value is None else "%+.1f" % value
+
+
+def _pct(value):
+    return "\u2014" if value is None else "%.1f" % value
+
+
+def _divergence(value):
+    return "\u2014" if value is None else divergence_text(value)
+
+
+def _experiment_accuracy(accuracy):
+    if not accuracy:
+        return "not checked"
+    verdict = "passed" if accuracy.get("passed") is True else "failed" if accuracy.get("passed") is False else "?"
+    prompts, differing = accuracy.get("prompts"), accuracy.get("differing_prompts")
+    if accuracy.get("exact") and not differing:
+        return "%s: exact%s" % (verdict, " (%d prompts)" % prompts if prompts is not None else "")
+    text = "%s: divergence %s %% of %s %% allowed" % (
+        verdict, _divergence(accuracy.get("divergence_pct")), _divergence(accuracy.get("max_divergence_pct")))
+    if prompts is not None and differing is not None:
+        text += " (%d of %d prompts differ)" % (differing, prompts)
+    return text
+
+
+def _host_experiments(host):
+    """The serving experiments of a host (experiments.json); nothing when it ran none."""
+    exp = host.get("experiments")
+    if not exp:
+        return ""
+    counts = exp.get("counts") or {}
+    out = ['<h3>Serving experiments</h3>']
+    where = "on %s" % exp["unit_host"] if exp.get("unit_host") else "on the host itself"
+    line = "Unit %s (%s) %s; %s at %s: " % (
+        exp.get("unit") or "?", exp.get("kind") or "?", where, exp.get("figure") or "the figure",
+        _plural(int(exp["concurrency"]), "stream") if exp.get("concurrency") is not None else "?")
+    line += "%s \u2192 %s (%s %% against the baseline, noise \u00b1%s %%). " % (
+        charts.fmt(exp.get("baseline")), charts.fmt(exp.get("final")), _signed(exp.get("final_delta_pct")),
+        _pct(exp.get("baseline_noise_pct")))
+    skipped = _count(counts.get("skipped"))
+    parts = ["%d tried" % (_count(counts.get("total")) - skipped), "%d kept" % _count(counts.get("kept"))]
+    parts += ["%d %s" % (_count(counts.get(status)), EXPERIMENT_BADGES[status][0])
+              for status in ("rolled_back", "rejected_accuracy", "failed_start", "failed") if _count(counts.get(status))]
+    if _count(counts.get("other")):
+        parts.append("%d of another status" % _count(counts["other"]))
+    if skipped:
+        parts.append("%d skipped" % skipped)
+    line += "%s: %s; %s%s, %s s down." % (
+        _plural(_count(counts.get("total")), "candidate"), ", ".join(parts),
+        _plural(int(exp["restarts"]), "restart") if exp.get("restarts") is not None else "? restarts",
+        " of %d allowed" % int(exp["max_restarts"]) if exp.get("max_restarts") is not None else "",
+        charts.fmt(exp.get("downtime_s_total")))
+    out.append('<p class="exp-head">%s</p>' % _e(line))
+    kept = [flag_text(row.get("flag"), row.get("value")) for row in exp.get("candidates") or []
+            if row.get("status") == "kept" and row.get("flag")]
+    if exp.get("changed") and exp.get("after"):
+        out.append('<p class="exp-command">%sLaunch command now <code>%s</code><br>before <code>%s</code>%s</p>' % (
+            "Kept %s. " % ", ".join("<code>%s</code>" % _e(flag) for flag in kept) if kept else "",
+            _e(exp["after"]), _e(exp.get("before") or "?"),
+            "<br>drop-in <code>%s</code>" % _e(exp["dropin"]) if exp.get("dropin") else ""))
+    elif exp.get("after") or exp.get("before"):
+        out.append('<p class="exp-command muted">Launch command unchanged: <code>%s</code></p>' % _e(
+            exp.get("after") or exp.get("before")))
+    rows = exp.get("candidates") or []
+    if not rows:
+        out.append('<p class="muted">No candidate applied to this server.</p>')
+        return "".join(out)
+    out.append('<div class="scroll"><table class="exp"><thead><tr><th>#</th><th>candidate</th><th>flag</th><th>risk</th>'
+               '<th>status</th><th>figure before \u2192 after</th><th>change %</th><th>noise %</th><th>accuracy</th>'
+               '<th>downtime s (try / rollback)</th><th>reason</th></tr></thead><tbody>')
+    for number, row in enumerate(rows, 1):
+        words, cls = EXPERIMENT_BADGES.get(row.get("status"), (row.get("status"), "b-unk"))
+        figure = row.get("figure")
+        flag = flag_text(row.get("flag"), row.get("value"))
+        out.append('<tr%s data-status="%s"><td class="n">%d</td><td>%s</td><td>%s</td><td>%s</td>'
+                   '<td><span class="%s">%s</span></td><td class="n">%s</td><td class="n">%s</td><td class="n">%s</td>'
+                   '<td class="acc">%s</td><td class="n">%s / %s</td><td class="why">%s</td></tr>' % (
+                       ' class="kept-row"' if row.get("status") == "kept" else "", _e(row.get("status")), number,
+                       _e(row.get("name")), "<code>%s</code>" % _e(flag) if flag else "", _e(row.get("risk") or ""),
+                       "badge %s" % cls if cls else "badge", _e(words),
+                       "%s \u2192 %s" % (charts.fmt(figure["before"]), charts.fmt(figure["after"])) if figure else
+                       "not measured", _signed((figure or {}).get("delta_pct")),
+                       _pct((figure or {}).get("noise_pct")), _e(_experiment_accuracy(row.get("accuracy"))),
+                       charts.fmt(row.get("downtime_try")), charts.fmt(row.get("downtime_rollback")),
+                       _e(row.get("reason") or "")))
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 

@@ -5,7 +5,7 @@
 - an action plugin imports no other action plugin (what two actions share is in plugin_utils);
 - plugins/module_utils/ is what modules take to the node: it imports nothing from plugin_utils,
   action or filter, and neither do the modules;
-- plugins/filter/ holds exactly four files of filters, grouped by area (audit, rollout, report,
+- plugins/filter/ holds exactly five files of filters, grouped by area (audit, experiments, rollout, report,
   changes), each a FilterModule over plugin_utils, and one sidecar plugins/filter/NAME.yml with
   the documentation of each filter it returns: ansible-doc finds a filter's documentation by
   its name, and a sidecar without its filter documents nothing.
@@ -28,7 +28,7 @@ PLUGINS = os.path.join(REPO, "plugins")
 FILTER = os.path.join(PLUGINS, "filter")
 COLLECTION = "ansible_collections.gpufleet.tuning"
 PACKAGE = COLLECTION + ".plugins"
-FILTER_FILES = ("audit.py", "changes.py", "report.py", "rollout.py")
+FILTER_FILES = ("audit.py", "changes.py", "experiments.py", "report.py", "rollout.py")
 
 # Folder under plugins/ -> the packages of this collection its files must not import.
 FORBIDDEN = {
@@ -174,7 +174,7 @@ def literal_names(name):
     return sorted(found)
 
 
-def test_the_filter_folder_holds_the_four_files_by_area():
+def test_the_filter_folder_holds_the_five_files_by_area():
     assert filter_files() == sorted(FILTER_FILES)
 
 

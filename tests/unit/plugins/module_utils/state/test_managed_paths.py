@@ -20,6 +20,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_driv
 from ansible_collections.gpufleet.tuning.plugins.module_utils import nvidia_peermem as pm
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pcie_acs as pa
 from ansible_collections.gpufleet.tuning.plugins.module_utils import pcie_maxreadreq as mrrs
+from ansible_collections.gpufleet.tuning.plugins.module_utils import serving_launch as sl
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile as sp
 from ansible_collections.gpufleet.tuning.plugins.module_utils import tuning_revert
 from ansible_collections.gpufleet.tuning.plugins.module_utils.formats import cpu_power_boot
@@ -195,6 +196,20 @@ def test_cpu_power_enable_link_found_before_is_put_back(tmp_path):
     assert os.readlink(str(wants / "gpufleet-cpu-power.service")) == "/etc/systemd/system/gpufleet-cpu-power.service"
 
 
+def test_serving_launch_dropins_of_a_service_and_a_template_instance_under_any_name(tmp_path):
+    write_tree(tmp_path, {"usr/lib/systemd/system/vllm.service": "[Service]\nExecStart=/usr/bin/vllm serve m\n"})
+    argv = ["/usr/bin/vllm", "serve", "m", "--max-num-seqs", "256"]
+    steps = [dict(unit="vllm", argv=argv), dict(unit="vllm", argv=argv + ["--enable-prefix-caching"]),
+             dict(unit="serve@gpu0", argv=argv, environment={"A": "b c"}, dropin_name="95-gpufleet-tuned.conf")]
+
+    def engine(params):
+        return lambda check: sl.run(params, check, sl.Paths(str(tmp_path)))
+
+    assert _record_then_revert(tmp_path, [engine(step) for step in steps]) == [
+        "/etc/systemd/system/serve@gpu0.service.d/95-gpufleet-tuned.conf",
+        "/etc/systemd/system/vllm.service.d/90-gpufleet-launch.conf"]
+
+
 # --------------------------------------------------------------------------- the tables
 
 ACCEPTED = [
@@ -226,6 +241,8 @@ ACCEPTED = [
     ("container_memlock", "/etc/systemd/system.conf.d/90-gpufleet-memlock.conf"),
     ("container_memlock", "/etc/systemd/system/vllm.service.d/90-gpufleet-memlock.conf"),
     ("container_memlock", "/etc/systemd/system/serve@gpu0.service.d/90-gpufleet-memlock.conf"),
+    ("serving_launch", "/etc/systemd/system/vllm.service.d/90-gpufleet-launch.conf"),
+    ("serving_launch", "/etc/systemd/system/serve@gpu0.service.d/05-gpufleet-a_b-c.conf"),
 ]
 
 REFUSED = [
@@ -248,6 +265,10 @@ REFUSED = [
     ("pcie", "/usr/local/libexec/gpufleet/other"),
     ("cpu_power", "/etc/systemd/system/multi-user.target.wants/evil.service"),
     ("container_memlock", "/etc/systemd/system/x.service.d/../../cron.d/90-gpufleet-memlock.conf"),
+    ("serving_launch", "/etc/systemd/system/vllm.service.d/50-local.conf"),
+    ("serving_launch", "/etc/systemd/system/vllm.socket.d/90-gpufleet-launch.conf"),
+    ("serving_launch", "/usr/lib/systemd/system/vllm.service.d/90-gpufleet-launch.conf"),
+    ("serving_launch", "/etc/systemd/system/vllm.service.d/90-gpufleet-memlock.conf/x"),
     ("state", "/var/lib/gpufleet-tuning/state.json"),
     ("gpu", "/etc/default/grub"),
 ]
@@ -259,6 +280,8 @@ def test_every_file_the_modules_write_is_accepted(area, path, root):
     target = path if root == "/" else root + path
     assert checks.target_refusal("file", target, area, root) is None
     text = "lxc.uts.name = c1\n" if area == "lxc_memlock" else "x\n"  # a container config reads as one
+    if area == "serving_launch":  # and a launch drop-in as one
+        text = sl.render("vllm.service", ["/usr/bin/vllm", "serve", "m"], {}, "")
     before = _content(text, "0755" if "/libexec/" in path or "/sbin/" in path else "0644")
     if path.endswith(".gpufleet.bak"):
         before = None  # a backup did not exist before the module wrote it
@@ -416,6 +439,7 @@ def test_the_names_are_the_modules_own():
     assert sp.NAME_RE.pattern == r"^%s\Z" % mp._PROFILE
     assert lm.NAME_RE.pattern == r"^%s\Z" % mp._LXC_NAME
     assert do.FILENAME_RE.pattern == r"^%s\Z" % mp._MODPROBE_FILE
+    assert sl.DROPIN_RE.pattern == r"\A%s\Z" % mp._LAUNCH_DROPIN
     for area, path in [
         (sp.AREA, os.path.join(sp.SYSCTL_D, sp.profile_filename("x", 90))),
         (sp.AREA, os.path.join(sp.STATE_DIR, "x.json")),
@@ -432,6 +456,7 @@ def test_the_names_are_the_modules_own():
         (bc.AREA, "/etc/default/grub"),
         (lm.AREA, os.path.join(lm.Paths().pve_lxc, "101.conf")),
         (lm.AREA, os.path.join(lm.Paths().lxc_path, "serving", "config")),
+        (sl.AREA, os.path.join(sl.Paths().systemd, "vllm.service.d", sl.DEFAULT_DROPIN)),
     ]:
         assert checks.target_refusal("file", path, area) is None, (area, path)
 

@@ -227,3 +227,77 @@ def test_a_host_known_only_to_fleet_audit_json(tmp_path):
     assert host["name"] == "lost" and host["audit"]["source"] == "fleet-audit.json"
     assert [f["rule"] for f in host["audit"]["findings"]] == ["r"] and not host["audit"]["report"]
     assert os.sep not in host["id"]
+
+
+# ------------------------------------------------------------------------------ serving experiments
+
+def _by_name(model, name):
+    return next(h for h in model["hosts"] if h["name"] == name)
+
+
+def test_a_host_s_serving_experiments_are_read(fleet):
+    _root, kinds, model, _by = fleet
+    names = list(kinds)
+    kept, none_kept = names[len(fake.SPECIAL)], names[len(fake.SPECIAL) + 2]
+    exp = _by_name(model, kept)["experiments"]
+    assert exp["unit"] == "sglang.service" and exp["kind"] == "sglang" and exp["figure"] == "decode_tokens_per_s"
+    assert (exp["baseline"], exp["final"], exp["final_delta_pct"], exp["baseline_noise_pct"]) == (812.3, 861.0, 6.0, 1.2)
+    assert exp["counts"] == {"kept": 1, "rolled_back": 2, "rejected_accuracy": 1, "failed_start": 1, "failed": 1,
+                             "skipped": 1, "other": 0, "total": 7}
+    assert [r["name"] for r in exp["candidates"]] == [c["name"] for c in fake.experiments_of(kept)["candidates"]]
+    assert exp["changed"] and exp["after"].endswith("--enable-fused-moe-sum-all-reduce")
+    assert exp["before"] == " ".join(fake.SGLANG_ARGV) and exp["dropin"].endswith("90-gpufleet-launch.conf")
+    fp8 = next(r for r in exp["candidates"] if r["name"] == "kv_cache_fp8")
+    assert fp8["status"] == "rejected_accuracy" and fp8["accuracy"]["passed"] is False
+    assert fp8["accuracy"]["divergence_pct"] == 12.5 and fp8["figure"]["delta_pct"] == 4.8
+    steps = next(r for r in exp["candidates"] if r["name"] == "continuous_decode_steps")
+    assert steps["regressed"] == ["ttft_ms.p90"]
+    skipped = exp["candidates"][-1]
+    assert skipped["figure"] is None and skipped["accuracy"] is None and skipped["downtime_try"] is None
+    other = _by_name(model, none_kept)["experiments"]
+    assert other["counts"]["kept"] == 0 and not other["changed"] and other["dropin"] is None
+    assert [h["name"] for h in model["hosts"] if h["experiments"]] == [kept, none_kept]
+    assert "experiments.md" in _by_name(model, kept)["files"] and "experiments.json" in _by_name(model, kept)["files"]
+    assert not any("experiments" in f for h in model["hosts"] if not h["experiments"] for f in h["files"])
+
+
+def test_a_damaged_or_odd_experiments_json_is_named_and_left_out(tmp_path):
+    root = tmp_path / "artifacts"
+    for name, text in (("node-a", '{"host": "node-a", "candidates": ['), ("node-b", json.dumps({"host": "node-b"})),
+                       ("node-c", json.dumps(["not", "a", "record"]))):
+        (root / name).mkdir(parents=True)
+        (root / name / "audit.json").write_text(json.dumps({"host": name, "findings": []}))
+        (root / name / "experiments.json").write_text(text)
+    (root / "node-d").mkdir()  # a folder with only its experiments: a host of the page
+    (root / "node-d" / "experiments.json").write_text(json.dumps(fake.experiments_of("node-d")))
+    model = collect.collect(str(root))
+    assert [h["name"] for h in model["hosts"]] == ["node-a", "node-b", "node-c", "node-d"]
+    assert [bool(h["experiments"]) for h in model["hosts"]] == [False, False, False, True]
+    assert [n.split(":")[0] for n in model["notes"]] == ["node-a/experiments.json", "node-b/experiments.json",
+                                                         "node-c/experiments.json"]
+    assert "not JSON" in model["notes"][0] and "no candidates list" in model["notes"][1]
+    assert "not the expected record" in model["notes"][2]
+    assert model["hosts"][3]["times"] == ["2026-12-01T06:52:00Z", "2026-12-01T06:10:00Z"]
+
+
+def test_odd_shapes_in_an_experiments_record_do_not_break_the_model():
+    assert collect.experiments_model(None) is None and collect.experiments_model({"candidates": {}}) is None
+    exp = collect.experiments_model({"candidates": ["junk", {"status": "exploded", "value": True, "flag": ["x"],
+                                                             "comparison": {"figure": {"before": "fast"}, "guards": "no"},
+                                                             "accuracy": {"passed": "yes", "prompts": float("nan")},
+                                                             "downtime_s": [1]}],
+                                     "baseline": 3, "restarts": True, "concurrency": 10 ** 400})
+    row = exp["candidates"][0]
+    assert exp["counts"]["other"] == 1 and exp["counts"]["total"] == 1 and row["name"] == "?"
+    assert row["status"] == "exploded" and row["value"] is None and row["flag"] is None
+    assert row["figure"]["before"] is None and row["regressed"] == []
+    assert row["accuracy"]["passed"] is None and row["accuracy"]["prompts"] is None
+    assert exp["baseline"] is None and exp["restarts"] is None and exp["concurrency"] is None
+
+
+def test_baseline_and_final_may_name_the_figure_and_give_its_value():
+    record = fake.experiments_of("h")
+    record["baseline"] = {"figure": "decode_tokens_per_s", "value": 812.3, "noise_pct": 1.2}
+    record["final"] = {"figure": "decode_tokens_per_s", "value": "fast", "delta_pct": 6.0}
+    exp = collect.experiments_model(record)
+    assert exp["baseline"] == 812.3 and exp["baseline_noise_pct"] == 1.2 and exp["final"] is None

@@ -145,3 +145,79 @@ def test_a_finding_s_severity_is_escaped_in_its_column_s_title():
     assert [a["title"] for a in doc.all("th") if a.get("data-rule") == "r"] == ["t (r), %s on 1 host" % severity]
     assert all(a["class"] in ("badge b-unk", "badge s-P0", "badge s-P1", "badge s-P2", "badge s-unk")
                for a in doc.all("span") if "badge" in (a.get("class") or "") and "b-" in a["class"])
+
+
+# ------------------------------------------------------------------------------ serving experiments
+
+def _section(text, host):
+    """The HTML of a host's section, up to the next host's."""
+    return text.split('id="%s"' % host["id"], 1)[1].split('<details class="host"', 1)[0]
+
+
+def test_serving_experiments_are_shown_per_host_and_counted(rendered):
+    _root, kinds, model, text, doc = rendered
+    with_exp = [h for h in model["hosts"] if h["experiments"]]
+    assert len(with_exp) == 2
+    assert text.count("<h3>Serving experiments</h3>") == 2
+    assert 'data-tile="with serving experiments"><b>2</b>' in text
+    assert 'data-tile="experiment changes kept"><b>1</b>' in text
+    rows = [a for a in doc.all("tr") if "data-status" in a]
+    assert [a["data-status"] for a in rows][:7] == [c["status"] for c in fake.experiments_of("x")["candidates"]]
+    assert len(rows) == 14 and [a.get("class") for a in rows].count("kept-row") == 1
+    badges = [a["class"] for a in doc.all("span") if a.get("class", "").startswith("badge")]
+    for cls in ("badge b-ok", "badge b-warn", "badge b-bad"):
+        assert cls in badges
+    host = with_exp[0]
+    section = _section(text, host)
+    assert "812.3 \u2192 861.0 (+6.0 % against the baseline, noise \u00b11.2 %)" in section
+    assert "7 candidates: 6 tried, 1 kept, 2 rolled back, 1 rejected on accuracy, 1 failed to start, 1 failed, " \
+        "1 skipped; 11 restarts of 12 allowed, 719.5 s down." in section
+    assert "Kept <code>--enable-fused-moe-sum-all-reduce</code>. Launch command now <code>" in section
+    assert "--port 8000 --enable-fused-moe-sum-all-reduce</code><br>before <code>" in section
+    assert "<code>--kv-cache-dtype fp8_e5m2</code>" in section
+    assert "failed: divergence 12.5 % of 0 % allowed (3 of 8 prompts differ)" in section
+    assert 'href="%s/experiments.md"' % host["folder"] in section
+    later = _section(text, with_exp[1])
+    assert "Launch command unchanged: <code>" in later
+    plain = next(h for h in model["hosts"] if not h["experiments"] and h["benchmark"])
+    assert "Serving experiments" not in _section(text, plain)
+
+
+def test_experiment_text_from_the_record_is_escaped():
+    record = fake.experiments_of("h")
+    record["unit"] = '<img src=x onerror="alert(1)">'
+    record["after"]["command"] = "</code><script>alert(1)</script>"
+    record["dropin"] = '"><a href="javascript:x">'
+    first = record["candidates"][0]
+    first.update(name="<script>alert(2)</script>", flag='--x"><b>', value="<i>", reason="a & <b>b</b>",
+                 status='"><script>alert(3)</script>', risk="<u>")
+    host = collect.host_model("h", {"folder": "h", "files": ["experiments.json"], "experiments": record})
+    host["id"] = "host-1"
+    model = collect.fleet_model({})
+    model.update(hosts=[host], columns=collect.finding_columns([host]))
+    text = page.render(model)
+    doc = Doc(text)
+    assert not doc.all("script") and not doc.all("img") and not doc.all("i") and not doc.all("u")
+    assert not [a for a in doc.all("a") if (a.get("href") or "").startswith("javascript:")]
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in text and "&lt;/code&gt;&lt;script&gt;" in text
+    assert "<code>--x&quot;&gt;&lt;b&gt; &lt;i&gt;</code>" in text and "a &amp; &lt;b&gt;b&lt;/b&gt;" in text
+    statuses = [a for a in doc.all("tr") if "data-status" in a]
+    assert statuses[0]["data-status"] == '"><script>alert(3)</script>'
+    assert "badge b-unk" in [a["class"] for a in doc.all("span")], "a status outside the known ones: a plain badge"
+    assert '<span class="badge b-unk">&quot;&gt;&lt;script&gt;alert(3)&lt;/script&gt;</span>' in text
+
+
+def test_a_damaged_experiments_json_does_not_break_the_page(tmp_path):
+    root = tmp_path / "artifacts"
+    (root / "node-a").mkdir(parents=True)
+    (root / "node-a" / "audit.json").write_text('{"host": "node-a", "findings": []}')
+    (root / "node-a" / "experiments.json").write_text('{"host": "node-a", "candidates": [')
+    (root / "node-b").mkdir()
+    (root / "node-b" / "experiments.json").write_text('{"host": "node-b", "candidates": 3}')
+    text = page.render(collect.collect(str(root)))
+    doc = Doc(text)
+    assert sorted(a["data-host"] for a in doc.all("details") if "host" in (a.get("class") or "")) == ["node-a", "node-b"]
+    assert "Serving experiments" not in text.split('id="hosts"', 1)[1].split("<footer>", 1)[0]
+    assert "node-a/experiments.json: not JSON" in text
+    assert "node-b/experiments.json: not an experiments record (no candidates list)" in text
+    assert 'data-tile="with serving experiments"><b>0</b>' in text
