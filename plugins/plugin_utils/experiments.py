@@ -261,13 +261,26 @@ def _level_figure(bench, figure, concurrency):
     return {"figure": figure, "value": median, "noise_pct": noise}
 
 
+def _planned(attempt):
+    """A try as check mode reports it: planned, never started."""
+    return {"name": attempt.get("name"), "flag": attempt.get("flag"), "value": attempt.get("value"),
+            "risk": attempt.get("risk"), "why": attempt.get("why"), "status": "skipped",
+            "reason": attempt.get("skip") or "check mode: planned, not tried", "argv": None, "comparison": None,
+            "accuracy": None, "downtime_s": {"try": None, "rollback": None}, "restarts": 0,
+            "dropin_sha256": None, "unit_sha256": None}
+
+
 def experiment_summary(parts):
     """The experiments record (experiments.json) from the role's parts: ``baseline`` and
     ``final`` figures from the two benchmark runs (``baseline_bench``, ``kept_bench``), the
-    total downtime, whether the command changed, the flags kept; every string cleaned."""
+    total downtime, whether the command changed, the flags kept; every string cleaned. In check
+    mode (``check_mode``, no try made) the candidates are the ``planned`` tries, as skipped."""
     if not isinstance(parts, dict) or not isinstance(parts.get("candidates"), list):
         _fail("%r is not the experiments' parts (no candidates)" % (parts,))
-    record = dict((key, value) for key, value in parts.items() if key not in ("baseline_bench", "kept_bench"))
+    record = dict((key, value) for key, value in parts.items()
+                  if key not in ("baseline_bench", "kept_bench", "planned"))
+    if parts.get("check_mode") and not record["candidates"]:
+        record["candidates"] = [_planned(attempt) for attempt in parts.get("planned") or []]
     figure, level = parts.get("figure"), int(parts.get("concurrency") or 1)
     record["baseline"] = _level_figure(parts.get("baseline_bench"), figure, level)
     record["final"] = _level_figure(parts.get("kept_bench"), figure, level)

@@ -401,8 +401,8 @@ def test_kept_flags_in_order_a_later_value_of_a_flag_replacing_the_earlier():
 def test_launch_with_flags_applies_each_in_order_after_args_start():
     flags = [{"flag": "--max-num-seqs", "value": "256"}, {"flag": "--enable-prefix-caching", "value": True},
              {"flag": "--port", "value": None}, {"flag": "--max-num-seqs", "value": "512"}]
-    assert ex.launch_with_flags(VLLM, flags, START) == VLLM[:START] + ["--max-num-seqs", "512",
-                                                                         "--enable-prefix-caching"]
+    expected = VLLM[:START] + ["--max-num-seqs", "512", "--enable-prefix-caching"]
+    assert ex.launch_with_flags(VLLM, flags, START) == expected
     assert ex.launch_with_flags(VLLM, [], START) == VLLM and ex.launch_with_flags(VLLM, None, START) == VLLM
     assert ex.launch_with_flags(VLLM, [{"flag": "--cpunodebind", "value": "1"}], START)[1] == "--cpunodebind=0"
     for bad in ([{"flag": "-x", "value": 1}], [{"value": 1}], ["--x"]):
@@ -467,3 +467,15 @@ def test_the_filters_are_these_functions():
     for name in ("experiment_candidates", "experiment_try", "experiment_verdict", "experiment_kept_flags",
                  "experiment_summary", "launch_with_flags"):
         assert filters[name] is getattr(ex, name), name
+
+
+def test_check_mode_lists_the_planned_tries_as_not_tried():
+    tries = ex.experiment_candidates([cand("a", values=["1", "2"]), cand("b", risk="high")], "vllm")
+    record = ex.experiment_summary({"check_mode": True, "candidates": [], "planned": tries,
+                                    "figure": "decode_tokens_per_s", "concurrency": 1,
+                                    "before": {"argv": ["vllm", "serve", "m"]}, "after": {"argv": ["vllm", "serve", "m"]}})
+    assert [(c["name"], c["value"], c["status"]) for c in record["candidates"]] == [
+        ("a", "1", "skipped"), ("a", "2", "skipped"), ("b", True, "skipped")]
+    assert record["candidates"][0]["reason"] == "check mode: planned, not tried"
+    assert record["candidates"][2]["reason"].startswith("high risk")
+    assert "planned" not in record and record["changed"] is False and record["counts"] == {"skipped": 3}
