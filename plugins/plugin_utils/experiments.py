@@ -180,13 +180,19 @@ def _limit(value, name):
     return float(value)
 
 
-def experiment_verdict(candidate, baseline, figure, concurrency=1, guard_figures=None, max_regression_pct=5.0, accuracy=None):
-    """``{status, reason, comparison}`` for one try measured against the kept state's run."""
+def experiment_verdict(candidate, baseline, figure, concurrency=1, guard_figures=None, max_regression_pct=5.0,
+                       accuracy=None, min_gain_pct=0.0):
+    """``{status, reason, comparison}`` for one try measured against the kept state's run.
+
+    ``min_gain_pct``: the smallest gain kept, on top of the noise band. The band is the spread
+    inside one server process; two launches of the same command can differ by more (a cold GPU,
+    another memory layout), so an operator who sees that sets a floor here."""
     guard_figures = list(guard_figures or [])
     unknown = [name for name in [figure] + guard_figures if name not in FIGURES]
     if unknown:
         _fail("figure(s) %s are not benchmark figures (%s)" % (", ".join(unknown), ", ".join(FIGURES)))
     limit = _limit(max_regression_pct, "serving_experiments_max_regression_pct")
+    floor = _limit(min_gain_pct, "serving_experiments_min_gain_pct")
     report = benchmark_compare(candidate, baseline)
     if not report["comparable"]:
         return {"status": "failed", "comparison": None,
@@ -212,6 +218,10 @@ def experiment_verdict(candidate, baseline, figure, concurrency=1, guard_figures
     if main["verdict"] != "better":
         return {"status": "rolled_back", "comparison": comparison,
                 "reason": "%s %s: %s (%s)" % (figure, change, main["verdict"], band)}
+    if main["delta_pct"] is not None and abs(main["delta_pct"]) < floor:
+        return {"status": "rolled_back", "comparison": comparison,
+                "reason": "%s %s, beyond the %s but less than the %g %% asked (serving_experiments_min_gain_pct)"
+                % (figure, change, band, floor)}
     regressed = [g for g in guards if g["regressed"]]
     if regressed:
         return {"status": "rolled_back", "comparison": comparison,

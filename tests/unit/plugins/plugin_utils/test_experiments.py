@@ -287,6 +287,17 @@ def test_kept_when_better_beyond_the_noise():
         ("output_tokens_per_s", False), ("ttft_ms.p90", False)]
 
 
+def test_a_gain_below_the_floor_is_rolled_back_though_beyond_the_noise():
+    candidate = bench({"decode_tokens_per_s": [110, 111, 109], "output_tokens_per_s": [1000, 1004, 996],
+                       "ttft_ms.p90": [50, 50.4, 49.6]})
+    floored = ex.experiment_verdict(candidate, BASE, "decode_tokens_per_s", 1, [], 5.0, None, 12.0)
+    assert floored["status"] == "rolled_back" and floored["comparison"]["figure"]["verdict"] == "better"
+    assert "less than the 12 % asked" in floored["reason"]
+    assert ex.experiment_verdict(candidate, BASE, "decode_tokens_per_s", 1, [], 5.0, None, 10.0)["status"] == "kept"
+    with pytest.raises(AnsibleFilterError, match="serving_experiments_min_gain_pct"):
+        ex.experiment_verdict(candidate, BASE, "decode_tokens_per_s", 1, [], 5.0, None, -1)
+
+
 @pytest.mark.parametrize("values, words", [
     ([101, 102, 100], "no measurable change"),
     ([98, 99, 97], "no measurable change"),
