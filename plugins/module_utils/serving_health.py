@@ -16,9 +16,9 @@ given: the module passes one that asks systemd (``systemctl show``).
 
 from __future__ import annotations
 
-import re
 import time
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils import serving_unit
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import numbers
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.spec import with_defaults
@@ -36,7 +36,6 @@ ARGUMENT_SPEC = dict(
     unit=dict(type="str"),
 )
 
-UNIT_RE = re.compile(r"\A[A-Za-z0-9:_.@\\-]{1,250}\Z")
 # systemctl show's properties read for ``unit``.
 UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "ExecMainStatus")
 
@@ -52,8 +51,8 @@ def validate(params):
         raise ModuleFailure(str(exc))
     if params["model"] is not None and not params["model"].strip():
         raise ModuleFailure("model=%r is empty: give the model id /v1/models should list, or leave it out" % params["model"])
-    if params["unit"] is not None and not UNIT_RE.match(params["unit"]):
-        raise ModuleFailure("unit=%r is not a systemd unit name" % (params["unit"],))
+    if params["unit"] is not None:
+        params["unit"] = serving_unit.unit_name(params["unit"], "unit")
     try:
         endpoint = Endpoint(params["url"], params["api_key"], params["validate_certs"])
     except ValueError as exc:

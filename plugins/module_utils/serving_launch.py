@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.gpufleet.tuning.plugins.module_utils import serving_unit
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import managed_files
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import records
@@ -34,7 +35,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common.transaction
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import launch_args
 
 AREA = "serving_launch"
-DEFAULT_DROPIN = "90-gpufleet-launch.conf"
+DEFAULT_DROPIN = serving_unit.DEFAULT_DROPIN
 # Unit names as systemd allows them (systemd.unit(5)), without the \x escapes and a leading dot:
 # the names state/managed_paths.py lets a revert put back.
 UNIT_RE = re.compile(r"\A[A-Za-z0-9:_@-][A-Za-z0-9:_.@-]{0,249}\Z")
@@ -63,17 +64,14 @@ class Paths:
 
 
 def unit_name(name):
-    """``name`` with ``.service`` added when it has no unit suffix; ModuleFailure naming a bad one."""
-    if not isinstance(name, str) or not UNIT_RE.match(name) or name in (".", ".."):
-        raise ModuleFailure("unit=%r is not a systemd unit name (letters, digits and :-_.@ only, not starting "
-                            "with a dot)" % (name,))
-    if name.endswith(".service"):
-        return name
-    suffix = name.rsplit(".", 1)[-1] if "." in name else ""
-    if suffix in ("socket", "target", "timer", "mount", "automount", "path", "slice", "device", "swap", "scope"):
-        raise ModuleFailure("unit=%r is a %s, not a service: only a service runs a server" % (name, suffix))
-    name += ".service"
-    return name
+    """``name`` as serving_unit checks it (``.service`` added), and one a revert can put back:
+    without systemd's ``\\x`` escapes or a leading dot (state/managed_paths.py). ModuleFailure
+    naming the value."""
+    full = serving_unit.unit_name(name, "unit")
+    if not UNIT_RE.match(full):
+        raise ModuleFailure("unit=%r: the collection records drop-ins only of units named with letters, digits "
+                            "and :-_.@, not starting with a dot" % (name,))
+    return full
 
 
 def validate(params):

@@ -46,22 +46,22 @@ class Paths:
         self.root = root
 
 
-def unit_name(name):
+def unit_name(name, option="name"):
     """``name`` as a service unit name (``.service`` added when it has no type); ModuleFailure
-    naming the value when systemd would not accept it."""
+    naming the value (as ``option``) when systemd would not accept it."""
     if not isinstance(name, str) or not name.strip():
-        raise ModuleFailure("name=%r is empty: give the serving unit, such as vllm.service" % (name,))
+        raise ModuleFailure("%s=%r is empty: give the serving unit, such as vllm.service" % (option, name))
     full = name if name.endswith(unit_file.SUFFIX) else name + unit_file.SUFFIX
     if not _UNIT_CHARS.match(name) or len(full) > 255:
-        raise ModuleFailure("name=%r is not a systemd unit name: only ASCII letters, digits and "
-                            "':-_.\\@' (at most 255 characters), such as vllm.service" % (name,))
+        raise ModuleFailure("%s=%r is not a systemd unit name: only ASCII letters, digits and "
+                            "':-_.\\@' (at most 255 characters), such as vllm.service" % (option, name))
     prefix, _dot, kind = name.rpartition(".")
     if prefix and kind in ("socket", "target", "timer", "mount", "automount", "swap", "path", "slice",
                            "scope", "device"):
-        raise ModuleFailure("name=%r is a .%s unit: give the service that runs the server" % (name, kind))
+        raise ModuleFailure("%s=%r is a .%s unit: give the service that runs the server" % (option, name, kind))
     if not unit_file.SERVICE_NAME.match(full) or unit_file.parts(full)[1] == "":
-        raise ModuleFailure("name=%r is not a service systemd can run (one '@' with an instance after it, "
-                            "a name before it), such as vllm.service or sglang@0.service" % (name,))
+        raise ModuleFailure("%s=%r is not a service systemd can run (one '@' with an instance after it, "
+                            "a name before it), such as vllm.service or sglang@0.service" % (option, name))
     return full
 
 

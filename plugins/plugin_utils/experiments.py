@@ -22,6 +22,7 @@ transformation lives here, where it can be tested without a server:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -232,7 +233,13 @@ def experiment_verdict(candidate, baseline, figure, concurrency=1, guard_figures
 
 
 def experiment_kept_flags(record):
-    """The flag changes an experiments record kept, in order: what a rollout applies elsewhere."""
+    """The flag changes an experiments record kept, in order: what a rollout applies elsewhere.
+    ``record``: the record, or its JSON text (experiments.json as read)."""
+    if isinstance(record, str):
+        try:
+            record = json.loads(record)
+        except ValueError:
+            _fail("%r is not an experiments record (experiments.json)" % (record[:200],))
     if not isinstance(record, dict) or not isinstance(record.get("candidates"), list):
         _fail("%r is not an experiments record (experiments.json)" % (record,))
     out = []

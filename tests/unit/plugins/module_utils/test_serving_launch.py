@@ -241,12 +241,12 @@ def test_a_file_with_the_marker_is_taken_over(root):
 
 @pytest.mark.parametrize("params, words", [
     (dict(unit="a/b"), "unit='a/b' is not a systemd unit name"),
-    (dict(unit="x.socket"), "unit='x.socket' is a socket, not a service"),
-    (dict(unit="x.timer"), "unit='x.timer' is a timer, not a service"),
-    (dict(unit="session-1.scope"), "unit='session-1.scope' is a scope, not a service"),
-    (dict(unit="dev-sda.device"), "unit='dev-sda.device' is a device, not a service"),
-    (dict(unit=".."), "unit='..' is not a systemd unit name"),
-    (dict(unit=""), "unit='' is not a systemd unit name"),
+    (dict(unit="x.socket"), "unit='x.socket' is a .socket unit"),
+    (dict(unit="x.timer"), "unit='x.timer' is a .timer unit"),
+    (dict(unit="session-1.scope"), "unit='session-1.scope' is a .scope unit"),
+    (dict(unit="dev-sda.device"), "unit='dev-sda.device' is a .device unit"),
+    (dict(unit=".."), "unit='..': the collection records drop-ins only of units named"),
+    (dict(unit=""), "unit='' is empty"),
     (dict(unit="a b"), "unit='a b' is not a systemd unit name"),
     (dict(dropin_name="../x.conf"), "dropin_name='../x.conf' must look like NN-gpufleet-NAME.conf"),
     (dict(dropin_name="90-local.conf"), "dropin_name='90-local.conf' must look like NN-gpufleet-NAME.conf"),

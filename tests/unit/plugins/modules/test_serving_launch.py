@@ -68,7 +68,7 @@ def test_a_foreign_dropin_fails_and_claims_no_change(node, capsys):
 
 @pytest.mark.parametrize("args, words", [
     ({"unit": "sglang", "argv": ARGV, "state": "gone"}, "gone"),
-    ({"unit": "sglang.socket", "argv": ARGV}, "unit='sglang.socket' is a socket"),
+    ({"unit": "sglang.socket", "argv": ARGV}, "unit='sglang.socket' is a .socket unit"),
     ({"unit": "sglang", "argv": ["/bin/x", "a\nb"]}, "argv[1]='a\\nb'"),
 ])
 def test_bad_input_fails(node, capsys, args, words):

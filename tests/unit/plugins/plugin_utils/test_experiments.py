@@ -3,6 +3,7 @@ one try's command, the verdict against the kept state's benchmark, the kept flag
 with them applied, and the record; plus the role's own candidates, checked for every kind."""
 
 import copy
+import json
 import os
 
 import pytest
@@ -490,3 +491,11 @@ def test_check_mode_lists_the_planned_tries_as_not_tried():
     assert record["candidates"][0]["reason"] == "check mode: planned, not tried"
     assert record["candidates"][2]["reason"].startswith("high risk")
     assert "planned" not in record and record["changed"] is False and record["counts"] == {"skipped": 3}
+
+
+def test_kept_flags_read_from_the_record_text_and_a_missing_record_named():
+    record = {"candidates": [{"name": "a", "flag": "--a", "value": "1", "status": "kept"},
+                             {"name": "b", "flag": "--b", "value": True, "status": "rolled_back"}]}
+    assert ex.experiment_kept_flags(json.dumps(record)) == [{"name": "a", "flag": "--a", "value": "1"}]
+    with pytest.raises(AnsibleFilterError, match="'no file /srv/x/experiments.json' is not an experiments record"):
+        ex.experiment_kept_flags("no file /srv/x/experiments.json")
