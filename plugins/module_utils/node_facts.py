@@ -11,7 +11,7 @@ is run, every fact is read from procfs, sysfs, /etc and NVML. It only reads, so 
 always empty and check mode is the same run.
 
 hw/system_facts reads host, kernel, cpu, memory, containers and tuners, one section at a
-time; hw/gpu_facts reads gpus, topology and driver in one pass (the NVML session is shared),
+time; hw/gpu_facts reads gpus, topology, driver and health in one pass (the NVML session is shared),
 so its time is reported once, under ``gpu_facts`` in ``timings_ms``. A fact that cannot be
 read is an envelope with ``unknown`` and the reason, never a failure.
 """
@@ -29,8 +29,8 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import system_facts
 
 # Every section, in the order of docs/facts.md (and of the facts returned).
-SECTIONS = ("host", "kernel", "cpu", "memory", "gpus", "topology", "driver", "containers", "tuners")
-GPU_SECTIONS = ("gpus", "topology", "driver")
+SECTIONS = ("host", "kernel", "cpu", "memory", "gpus", "topology", "driver", "health", "containers", "tuners")
+GPU_SECTIONS = ("gpus", "topology", "driver", "health")
 
 # The sysctls reported under memory.sysctls by default: the keys of the host role's sysctl
 # profile (roles/host/defaults/main/sysctl_profile.yml), and those tuned's HPC and latency

@@ -11,7 +11,7 @@ module: node_facts
 short_description: Read the facts a GPU node's tuning audit needs, each with its source
 version_added: 0.1.0
 description:
-  - Reads the host, kernel, CPU, memory, GPU, GPU topology, driver, container and tuner facts
+  - Reads the host, kernel, CPU, memory, GPU, GPU topology, driver, health, container and tuner facts
     of this node in the shape the C(gpufleet.tuning.audit) role's rules address
     (C(docs/facts.md) in the collection). Changes nothing, and runs no tool; every fact comes
     from procfs, sysfs, files under C(/etc), C(/usr) and C(/var), and NVML.
@@ -55,12 +55,12 @@ options:
   sections:
     description:
       - The sections to gather; the others are left out of RV(facts).
-      - V(gpus), V(topology) and V(driver) are read in one pass, timed together under
+      - V(gpus), V(topology), V(driver) and V(health) are read in one pass, timed together under
         C(gpu_facts) in RV(timings_ms).
     type: list
     elements: str
-    default: [host, kernel, cpu, memory, gpus, topology, driver, containers, tuners]
-    choices: [host, kernel, cpu, memory, gpus, topology, driver, containers, tuners]
+    default: [host, kernel, cpu, memory, gpus, topology, driver, health, containers, tuners]
+    choices: [host, kernel, cpu, memory, gpus, topology, driver, health, containers, tuners]
   sysctl_keys:
     description:
       - The sysctls reported under C(memory.sysctls), dotted (V(vm.swappiness)).
@@ -195,6 +195,18 @@ facts:
       C(/var/lib/power-profiles-daemon/state.ini); a program's temporary hold is not saved),
       C(cpupower) (C(enabled)), C(irqbalance) (C(active), C(enabled)); each with C(fights)."
     - C(gpus), C(topology), C(driver) come from the GPU reader (sysfs and NVML).
+    - "C(health): C(gpus_pci) (NVIDIA GPU functions on the PCI bus), C(gpus_driver)
+      (nvmlDeviceGetCount_v2), C(nvlink_most) (per device id, the most active NVLinks of any of
+      its GPUs here), C(kernel_log) (the log read: C(/dev/kmsg), else a syslog file),
+      C(kernel_log_complete) (the records reach back to boot), C(xid) (one entry per GPU address
+      and XID code since boot - C(bdf), C(gpu) index or null, C(code), C(count), C(first_s),
+      C(last_s) (seconds after boot), C(last_message)), C(xid_total). Each GPU also carries its
+      health facts - C(nvml_status), C(recovery_action), C(sram_uncorrected_volatile),
+      C(sram_uncorrected_aggregate), C(sram_threshold_exceeded), C(fabric_state),
+      C(fabric_status), C(nvlink_links), C(nvlink_active), C(nvlink_errors), each link's
+      C(replay_errors), C(recovery_errors), C(crc_errors), and under C(pcie) C(replay_count),
+      C(aer_correctable), C(aer_nonfatal), C(aer_fatal), C(aer_counts), C(path_aer) (the AER
+      totals of the bridges above it)."
   returned: always
   type: dict
   sample:
@@ -226,8 +238,8 @@ facts:
         active: {"value": true, "source": "/proc/*/comm"}
         profile: {"value": "throughput-performance", "source": "/etc/tuned/active_profile"}
 timings_ms:
-  description: Milliseconds each section took (C(gpu_facts) for V(gpus), V(topology) and
-    V(driver), read together), and C(total).
+  description: Milliseconds each section took (C(gpu_facts) for V(gpus), V(topology), V(driver)
+    and V(health), read together), and C(total).
   returned: always
   type: dict
   sample: {"host": 1.9, "kernel": 0.2, "cpu": 2.3, "memory": 0.4, "gpu_facts": 180.5, "containers": 0.6,
@@ -236,7 +248,7 @@ msg:
   description: What was gathered, how long it took, and how many facts are unknown.
   returned: always
   type: str
-  sample: "gathered host, kernel, cpu, memory, gpus, topology, driver, containers, tuners in 187.2 ms; 9 fact(s) unknown"
+  sample: "gathered host, kernel, cpu, memory, gpus, topology, driver, health, containers, tuners in 187.2 ms; 9 fact(s) unknown"
 """
 
 from ansible.module_utils.basic import AnsibleModule

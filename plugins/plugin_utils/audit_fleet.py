@@ -18,9 +18,9 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.artifact_dir import encode
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_rules import SEVERITIES
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.node_text import clean_tree
 
-SEVERITIES = ("P0", "P1", "P2")
 REPORT = "system-improve.md"
 
 
@@ -28,7 +28,7 @@ def _rank(host):
     worst = host["worst"]
     counts = host["counts"]
     return (SEVERITIES.index(worst) if worst in SEVERITIES else len(SEVERITIES),
-            -counts.get("P0", 0), -counts.get("P1", 0), -counts.get("P2", 0), host["host"])
+            tuple(-counts.get(severity, 0) for severity in SEVERITIES), host["host"])
 
 
 def _group(entries, host, groups, order):

@@ -25,10 +25,11 @@ from urllib.parse import quote
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.artifact_dir import encode
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_rules import SEVERITIES
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.markdown_text import code, escape
 
-SEVERITIES = ("P0", "P1", "P2")
 HEADINGS = {
+    "H": "H: health, the hardware or the driver needs an action before this node is tuned or trusted",
     "P0": "P0: high impact, fixable now",
     "P1": "P1: needs a reboot or a bigger change",
     "P2": "P2: minor",
@@ -229,8 +230,16 @@ def _findings(audit, lines):
             lines += ["#### %s (%s)" % (_md(first.get("title")), code(first.get("rule"))), ""]
             for entry in group:
                 item = entry.get("item")
-                lines.append("- %s%s" % ("%s: " % _md(item) if item else "", _md(entry.get("message"))))
+                lines.append("- %s%s%s" % ("%s: " % _md(item) if item else "", _md(entry.get("message")),
+                                           _action_text(entry)))
             lines += ["", _fix_line(first.get("fix") or {}), "", "Why: %s" % _md(first.get("rationale")), ""]
+
+
+def _action_text(entry):
+    """`` (action: reboot, blocking)`` after a health finding; nothing for the others."""
+    if not entry.get("action"):
+        return ""
+    return " (action: %s%s)" % (code(entry["action"]), ", blocking" if entry.get("blocking") else "")
 
 
 def _planned(audit, lines):
@@ -399,14 +408,15 @@ def fleet_report(fleet):
         lines += ["%s audited by gpufleet.tuning.audit." % _plural(len(hosts), "host"), ""]
     lines += ["## Hosts, worst first", ""]
     if hosts:
-        lines += ["| host | worst | P0 | P1 | P2 | unknown | runtime changes | reboot_required changes | report |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| host | worst | H | P0 | P1 | P2 | unknown | runtime changes | reboot_required changes | report |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for host in hosts:
             counts = host.get("counts") or {}
             planned = host.get("planned") or {}
             link = _report_link(host)
-            lines.append("| %s | %s | %d | %d | %d | %d | %d | %d | %s |" % (
-                _cell(host["host"]), _cell(host.get("worst") or "none"), counts.get("P0", 0), counts.get("P1", 0),
+            lines.append("| %s | %s | %d | %d | %d | %d | %d | %d | %d | %s |" % (
+                _cell(host["host"]), _cell(host.get("worst") or "none"), counts.get("H", 0), counts.get("P0", 0),
+                counts.get("P1", 0),
                 counts.get("P2", 0), counts.get("unknown", 0), planned.get("runtime", 0),
                 planned.get("reboot_required", 0), "[%s](%s)" % (REPORT, link) if link else "-"))
         lines.append("")

@@ -47,16 +47,21 @@ except ImportError:  # reported when the filter is used (jmespath is a controlle
     jmespath_functions = None
     JMESPathError = Exception
 
-SEVERITIES = ("P0", "P1", "P2")
+# H: the node's health (hardware, driver, fabric), ahead of every tuning finding; a health rule
+# carries the action an operator or a scheduler takes (ACTIONS, mildest first).
+SEVERITIES = ("H", "P0", "P1", "P2")
+HEALTH = "H"
+ACTIONS = ("monitor", "reset_gpu", "reboot", "drain", "rma")
 FIX_CLASSES = ("runtime", "reboot_required", "manual")
 FIX_TAGS = ("runtime", "reboot_required")
 REQUIRED = ("id", "severity", "title", "when", "message", "fix", "rationale")
-OPTIONAL = ("facts", "values", "applies", "per", "label", "ok")
+OPTIONAL = ("facts", "values", "applies", "per", "label", "ok", "action", "blocking")
 FIX_KEYS = ("class", "module", "tag", "steps")
 CONTEXT = ("item", "params", "plan")
 _ID = re.compile(r"^[a-z0-9][a-z0-9_]*\Z")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _TEMPLATE_PART = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+_ONE_PLACEHOLDER = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}\Z")
 
 
 class Unknown(dict):
@@ -384,6 +389,7 @@ class Rule:
         self.title = " ".join(data["title"].split())
         self.rationale = " ".join(data["rationale"].split())
         self.fix = self._fix(data["fix"])
+        self.action, self.blocking = self._action(data)
 
         facts = data.get("facts") or {}
         derived = data.get("values") or {}
@@ -417,6 +423,9 @@ class Rule:
                 raise AnsibleFilterError("audit rule %r: %s uses {%s}, which no fact or value of the rule is named "
                                          "(named: %s)" % (rule_id, key, "}, {".join(unnamed), ", ".join(sorted(known)) or "none"))
             self.templates[key] = " ".join(data[key].split())
+        if self.action is not None and self.action.startswith("{") and self.action[1:-1] not in known:
+            raise AnsibleFilterError("audit rule %r: action %r names no fact or value of the rule (named: %s)"
+                                     % (rule_id, self.action, ", ".join(sorted(known)) or "none"))
         if self.per is None:
             for name, expr in self.facts:
                 if "item" in expr.names:
@@ -431,6 +440,23 @@ class Rule:
             for name in sorted(expr.names - names):
                 raise AnsibleFilterError("%s: %r reads %r, which is not a fact or an earlier value of the rule "
                                          "(it can read: %s)" % (expr.where, expr.text, name, ", ".join(sorted(names)) or "nothing"))
+
+    def _action(self, data):
+        """(action, blocking) of a health rule: the action a word of ACTIONS or ``{name}`` (a fact
+        or value of the rule giving one, as an XID code's catalog entry does); blocking True, False
+        or None (then: every action but monitor blocks). (None, None) for the other severities."""
+        action, blocking = data.get("action"), data.get("blocking")
+        if self.severity != HEALTH:
+            if action is not None or blocking is not None:
+                raise AnsibleFilterError("audit rule %r: only a health rule (severity %s) has an action or blocking"
+                                         % (self.id, HEALTH))
+            return None, None
+        if not isinstance(action, str) or not (action in ACTIONS or _ONE_PLACEHOLDER.match(action)):
+            raise AnsibleFilterError("audit rule %r: a health rule needs an action, one of %s or {name} of a fact or "
+                                     "value giving one, got %r" % (self.id, ", ".join(ACTIONS), action))
+        if blocking is not None and not isinstance(blocking, bool):
+            raise AnsibleFilterError("audit rule %r: blocking must be true or false, got %r" % (self.id, blocking))
+        return action, blocking
 
     def _fix(self, fix):
         if not isinstance(fix, dict):
@@ -639,7 +665,24 @@ def _evaluate_item(rule, root, raw_root, options, label_hint):
             return on_false, entry
     entry.update({"message": render(rule.templates["message"], shown), "fix": dict(rule.fix),
                   "rationale": rule.rationale, "values": known, "sources": sources})
+    if rule.action is not None:
+        entry["action"], entry["blocking"] = _health_action(rule, known, label)
     return "finding", entry
+
+
+def _health_action(rule, known, label):
+    """(action, blocking) of a health finding; a ``{name}`` action is that value, which must be
+    one of ACTIONS (an XID catalog entry from the inventory with another word is refused)."""
+    action = rule.action
+    match = _ONE_PLACEHOLDER.match(action)
+    if match:
+        action = known.get(match.group(1))
+        if action not in ACTIONS:
+            raise AnsibleFilterError("audit rule %r%s: its action {%s} is %r, not one of %s"
+                                     % (rule.id, " (%s)" % label if label else "", match.group(1), action,
+                                        ", ".join(ACTIONS)))
+    blocking = rule.blocking if rule.blocking is not None else action != "monitor"
+    return action, blocking
 
 
 def evaluate(facts, rules, params=None, plan=None):

@@ -46,9 +46,16 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common.numbers imp
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.records import KEYS as CHANGE_KEYS
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.records import KINDS as CHANGE_KINDS
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import markdown_text
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_rules import ACTIONS as HEALTH_ACTIONS
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.health_verdict import PHASES as HEALTH_PHASES
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.health_verdict import POLICIES as HEALTH_POLICIES
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.health_verdict import STATUSES as HEALTH_STATUSES
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.node_text import TEXT_LIMIT, clean, clean_tree
 
-HOST_STATUSES = ("tuned", "unchanged", "failed", "unreachable", "untouched")
+# quarantined: the health gate found the host's hardware at fault (before the tuning, or after a
+# failure past the gate): not tuned further, never reverted as a regression, and no failure of the
+# rollout (the gate stops it only for a canary, or under gpufleet_health_policy stop).
+HOST_STATUSES = ("tuned", "unchanged", "quarantined", "failed", "unreachable", "untouched")
 CHECK_STATUSES = ("passed", "failed", "error", "skipped")
 RUN_ID_RE = re.compile(r"[A-Za-z0-9._-]+\Z")
 MAX_SECONDS = 7 * 24 * 3600  # a check's time_s: longer than any check runs, a bound against nonsense only
@@ -57,9 +64,9 @@ MAX_SECONDS = 7 * 24 * 3600  # a check's time_s: longer than any check runs, a b
 # again) so that its own result can be passed to the other two filters.
 TOP_KEYS = ("run_id", "started", "finished", "canary", "serial", "revert_on_failure", "check_mode", "batches",
             "stopped_after_batch", "stop_reason", "hosts")
-TOP_DERIVED = ("status", "verdict", "counts", "batch_outcomes")
+TOP_DERIVED = ("status", "verdict", "counts", "health", "batch_outcomes")
 HOST_KEYS = ("status", "batch", "checks", "changes", "verified", "verify_failures", "reverted", "revert",
-             "failure", "drift")
+             "failure", "drift", "health")
 HOST_DERIVED = ("failed_check", "reason")
 CHECK_KEYS = ("name", "status", "message", "time_s")
 # Drift and restored items come from gpufleet.tuning.tuning_state and tuning_revert: their kind
@@ -70,6 +77,11 @@ RESTORED_STATES = ("before", "current")
 REVERT_KEYS = ("restored", "failed", "pending_reboot")
 FILE_STATE_KEYS = ("sha256", "size", "mode")
 FAILURE_KEYS = ("stage", "task", "message")
+# A host's health as the rollout keeps it (roles/rollout/vars/main.yml __rollout_health: the
+# verdict of plugin_utils/health_verdict.py cut to these keys, each finding to one line's).
+HEALTH_KEYS = ("status", "policy", "phase", "actions", "blocking", "findings")
+HEALTH_FINDING_KEYS = ("rule", "item", "message", "action", "blocking")
+HEALTH_CHECK = "health"
 
 # How many names a phrase lists before it says "and N more".
 NAMES_IN_VERDICT = 3
@@ -233,6 +245,49 @@ def _failure(who, path, node):
     return dict((key, _text(who, "%s.%s" % (path, key), node.get(key)) or "") for key in FAILURE_KEYS)
 
 
+def _action(who, path, value, optional=False):
+    if value is None and optional:
+        return None
+    if value not in HEALTH_ACTIONS:
+        _fail(who, path, value, "is not one of %s" % ", ".join(HEALTH_ACTIONS))
+    return value
+
+
+def _health_finding(who, path, node):
+    _keys(who, path, node, HEALTH_FINDING_KEYS)
+    item = node.get("item")
+    return {"rule": _text(who, path + ".rule", node.get("rule"), optional=False, empty=False),
+            "item": None if item is None else str(_scalar(who, path + ".item", item)),
+            "message": _text(who, path + ".message", node.get("message")) or "",
+            "action": _action(who, path + ".action", node.get("action"), optional=True),
+            "blocking": _bool(who, path + ".blocking", node.get("blocking"), False)}
+
+
+def _health(who, path, node):
+    """The host's health verdict as the rollout keeps it (HEALTH_KEYS), null when not judged."""
+    if node is None:
+        return None
+    _keys(who, path, node, HEALTH_KEYS)
+    status = node.get("status")
+    if status not in HEALTH_STATUSES:
+        _fail(who, path + ".status", status, "is not one of %s" % ", ".join(HEALTH_STATUSES))
+    policy = node.get("policy")
+    if policy is not None and policy not in HEALTH_POLICIES:
+        _fail(who, path + ".policy", policy, "is not one of %s" % ", ".join(HEALTH_POLICIES))
+    phase = node.get("phase")
+    if phase is not None and phase not in HEALTH_PHASES:
+        _fail(who, path + ".phase", phase, "is not one of %s" % ", ".join(HEALTH_PHASES))
+    blocking = _bool(who, path + ".blocking", node.get("blocking"), status == "quarantined")
+    if blocking != (status == "quarantined"):
+        _fail(who, path + ".blocking", blocking, "contradicts status %s: a health verdict blocks exactly when it is "
+              "quarantined" % status)
+    actions = [_action(who, "%s.actions[%d]" % (path, index), item)
+               for index, item in enumerate(_list(who, path + ".actions", node.get("actions")))]
+    return {"status": status, "policy": policy, "phase": phase, "actions": actions, "blocking": blocking,
+            "findings": [_health_finding(who, "%s.findings[%d]" % (path, index), item)
+                         for index, item in enumerate(_list(who, path + ".findings", node.get("findings")))]}
+
+
 def _host(who, name, node):
     path = "hosts.%s" % name
     _keys(who, path, node, HOST_KEYS, HOST_DERIVED)
@@ -258,6 +313,9 @@ def _host(who, name, node):
         "failure": _failure(who, path + ".failure", node.get("failure")),
         "drift": [_observed(who, "%s.drift[%d]" % (path, index), item, DRIFT_STATES)
                   for index, item in enumerate(_list(who, path + ".drift", node.get("drift")))],
+        "health": _health(who, path + ".health", node.get("health")),
+        # an untouched host's reason as its outcome gave it (the gate's words), completed later
+        "reason": _text(who, path + ".reason", node.get("reason")) if status == "untouched" else None,
     }
     verified = host["verified"]
     if verified is not None and not isinstance(verified, bool):
@@ -268,13 +326,16 @@ def _host(who, name, node):
         elif verified is not True:
             _fail(who, path + ".verified", verified, "contradicts status %s (verified on this host): give true" % status)
     if host["reverted"] and status not in ("failed", "unreachable"):
-        _fail(who, path + ".reverted", True, "contradicts status %s: only a failed or unreachable host is reverted"
-              % status)
+        _fail(who, path + ".reverted", True, "contradicts status %s: only a failed or unreachable host is reverted%s"
+              % (status, " (a quarantined host's tuning is left for its repair)" if status == "quarantined" else ""))
+    if status == "quarantined" and not (host["health"] and host["health"]["blocking"]):
+        _fail(who, path + ".health", node.get("health"), "is not a blocking health verdict, but the host is quarantined "
+              "(its health.status is quarantined)")
     if status == "untouched":
         for key in ("checks", "changes", "verify_failures", "drift"):
             if host[key]:
                 _fail(who, "%s.%s" % (path, key), node.get(key), "is not empty, but the host is untouched")
-        for key in ("verified", "revert", "failure"):
+        for key in ("verified", "revert", "failure", "health"):
             if host[key] is not None:
                 _fail(who, "%s.%s" % (path, key), node.get(key), "is not null, but the host is untouched")
     return host
@@ -345,6 +406,58 @@ def _what_failed(name, host):
     return "%s failed %s%s" % (name, "at " if where.startswith("task ") else "", where)
 
 
+def _quarantine_where(host):
+    """``at verify`` for a host quarantined after a failure past the gate, "" for one the gate
+    quarantined before its tuning."""
+    where = _where_failed(host)
+    if where in (None, HEALTH_CHECK, "unreachable"):
+        return ""
+    return "at %s" % where
+
+
+def _actions_text(health):
+    return ", ".join(health["actions"]) if health and health["actions"] else "no action named"
+
+
+def _quarantined_phrase(name, host):
+    """``fleet-h3 quarantined (rma)`` / ``fleet-h5 quarantined at verify (reset_gpu), not reverted``."""
+    where = _quarantine_where(host)
+    return "%s quarantined%s (%s)%s" % (name, " " + where if where else "", _actions_text(host["health"]),
+                                        ", not reverted" if host["changes"] else "")
+
+
+def _tuned_anyway(host):
+    """A host tuned although its health blocks (gpufleet_health_policy report)."""
+    return host["status"] in ("tuned", "unchanged") and bool(host["health"]) and host["health"]["blocking"]
+
+
+def _health_summary(result):
+    """The rollout's health, quarantined hosts first: counts per health status over the hosts
+    that ran (``not_judged``: no verdict), then the hosts whose health was not healthy, each with
+    its actions and findings."""
+    hosts = result["hosts"]
+    ran = [name for name in _order(result) if hosts[name]["status"] != "untouched"]
+    counts = dict((status, 0) for status in HEALTH_STATUSES)
+    counts["not_judged"] = 0
+    for name in ran:
+        health = hosts[name]["health"]
+        counts[health["status"] if health else "not_judged"] += 1
+
+    def entry(name):
+        host, health = hosts[name], hosts[name]["health"]
+        where = _quarantine_where(host) if host["status"] == "quarantined" else ""
+        return {"host": name, "batch": host["batch"], "status": host["status"], "health": health["status"],
+                "phase": health["phase"], "policy": health["policy"], "actions": list(health["actions"]),
+                "at": where[3:] if where else None, "reverted": host["reverted"],
+                "findings": [dict(f) for f in health["findings"]]}
+
+    return {"counts": counts,
+            "quarantined": [entry(n) for n in ran if hosts[n]["status"] == "quarantined"],
+            "tuned_anyway": [entry(n) for n in ran if _tuned_anyway(hosts[n])],
+            "degraded": [entry(n) for n in ran if hosts[n]["health"] and hosts[n]["health"]["status"] == "degraded"
+                         and hosts[n]["status"] != "quarantined"]}
+
+
 def _revert_state(host):
     """reverted / revert incomplete / not reverted / nothing to revert / None (not asked)."""
     revert = host["revert"]
@@ -358,9 +471,12 @@ def _revert_state(host):
 
 
 def _issues(host):
-    """What makes a tuned host worth a full section: drift, a check that failed or broke, a
-    verify failure listed although the host verified."""
+    """What makes a tuned host worth a full section: a health verdict that blocks (tuned under
+    gpufleet_health_policy report), drift, a check that failed or broke, a verify failure listed
+    although the host verified."""
     out = []
+    if _tuned_anyway(host):
+        out.append("health %s, tuned anyway" % host["health"]["status"])
     bad = [c["name"] for c in host["checks"] if c["status"] in ("failed", "error")]
     if bad:
         out.append("check %s did not pass" % ", ".join(bad))
@@ -393,15 +509,26 @@ def _verdict(result):
     order = _order(result)
     total_batches = len(result["batches"])
     failing = [name for name in order if hosts[name]["status"] in ("failed", "unreachable")]
+    quarantined = [name for name in order if hosts[name]["status"] == "quarantined"]
+    sick = [_quarantined_phrase(name, hosts[name]) for name in quarantined[:NAMES_IN_VERDICT]]
+    if len(quarantined) > NAMES_IN_VERDICT:
+        sick.append("%d more hosts quarantined" % (len(quarantined) - NAMES_IN_VERDICT))
+    sick = ", ".join(sick)
     untouched = counts["untouched"]
     touched = counts["total"] - untouched
     parts = []
     if result["status"] == "completed":
-        done = [name for name in order if hosts[name]["status"] != "untouched"]
-        which = "All %d hosts" % touched if touched > 1 else (done[0] if done else "")
+        done = [name for name in order if hosts[name]["status"] not in ("untouched", "quarantined")]
+        if quarantined:  # the hardware first, then the others
+            parts.append(sick)
+            which = "the other %d hosts" % len(done) if len(done) > 1 else (done[0] if done else "")
+        else:
+            which = "All %d hosts" % touched if touched > 1 else (done[0] if done else "")
         if not touched:
             head = "No host to roll out to"
-        elif counts["unchanged"] == touched:
+        elif not done:
+            head = "no other host to tune"
+        elif counts["unchanged"] == len(done):
             head = "%s already tuned and verified" % which
         else:
             head = "%s tuned and verified" % which
@@ -431,8 +558,16 @@ def _verdict(result):
                 parts.append(", ".join("%d %s" % (tally[state], state) for state in
                                        ("reverted", "revert incomplete", "not reverted", "nothing to revert")
                                        if state in tally))
+            if quarantined:
+                parts.append(sick)
         else:
-            parts.append("%s: %s" % (head, result["stop_reason"] or "no host failed"))
+            parts.append("%s: %s" % (head, sick or result["stop_reason"] or "no host failed"))
+    anyway = [name for name in order if _tuned_anyway(hosts[name])]
+    if anyway:
+        shown = ["%s (%s)" % (name, _actions_text(hosts[name]["health"])) for name in anyway[:NAMES_IN_VERDICT]]
+        if len(anyway) > NAMES_IN_VERDICT:
+            shown.append("%d more" % (len(anyway) - NAMES_IN_VERDICT))
+        parts.append("tuned despite a blocking health verdict (gpufleet_health_policy report): %s" % ", ".join(shown))
     if untouched:
         parts.append("%s not touched" % _plural(untouched, "host"))
     drift = [name for name in order if hosts[name]["status"] in ("tuned", "unchanged") and hosts[name]["drift"]]
@@ -463,10 +598,16 @@ def _ran_outcome(hosts, names):
     """``passed: 2 tuned`` / ``failed: fleet-h3 (verify); 1 tuned`` for hosts that ran."""
     failing = ["%s (%s)" % (name, _where_failed(hosts[name]) or "failed")
                for name in names if hosts[name]["status"] in ("failed", "unreachable")]
+    sick = ["%s (%s)" % (name, _actions_text(hosts[name]["health"]))
+            for name in names if hosts[name]["status"] == "quarantined"]
     good = ["%d %s" % (sum(1 for n in names if hosts[n]["status"] == status), status)
             for status in ("tuned", "unchanged") if any(hosts[n]["status"] == status for n in names)]
     if failing:
-        return "failed: %s%s" % (_names(failing, NAMES_IN_CELL), "; %s" % ", ".join(good) if good else "")
+        return "failed: %s%s%s" % (_names(failing, NAMES_IN_CELL),
+                                   "; quarantined: %s" % _names(sick, NAMES_IN_CELL) if sick else "",
+                                   "; %s" % ", ".join(good) if good else "")
+    if sick:
+        return "quarantined: %s%s" % (_names(sick, NAMES_IN_CELL), "; %s" % ", ".join(good) if good else "")
     return "passed: %s" % (", ".join(good) or "no host")
 
 
@@ -507,8 +648,9 @@ def _normalize(rollout, who):
     }
     _check_plan(who, result)
     for host in hosts.values():
-        host["failed_check"] = _failed_check(host) if host["status"] in ("failed", "unreachable") else None
-        host["reason"] = _untouched_reason(result, host) if host["status"] == "untouched" else None
+        host["failed_check"] = _failed_check(host) if host["status"] in ("failed", "unreachable", "quarantined") \
+            else None
+        host["reason"] = _untouched_reason(result, host, host["reason"]) if host["status"] == "untouched" else None
     failed = any(h["status"] in ("failed", "unreachable") for h in hosts.values())
     result["status"] = "stopped" if stopped is not None else ("failed" if failed else "completed")
     counts = dict((status, 0) for status in HOST_STATUSES)
@@ -516,6 +658,7 @@ def _normalize(rollout, who):
         counts[host["status"]] += 1
     counts["total"] = len(hosts)
     result["counts"] = counts
+    result["health"] = _health_summary(result)
     result["batch_outcomes"] = [_batch_outcome(result, index, names) for index, names in enumerate(batches)]
     result["verdict"] = _verdict(result)
     return result
@@ -554,12 +697,18 @@ def _check_plan(who, result):
                   "or unreachable host" % (number, number + 1, went_on))
 
 
-def _untouched_reason(result, host):
+def _untouched_reason(result, host, given=None):
+    """Why the host was left alone; ``given``: the reason its outcome gave (the gate's words, such
+    as a quarantined canary's), kept after the stop, once (a reason this wrote is taken as it is)."""
     if host["batch"] is None:
         return "in no batch of this rollout"
     reason = "the rollout stopped after batch %d of %d" % (result["stopped_after_batch"], len(result["batches"]))
     if result["stop_reason"]:
         reason += " (%s)" % result["stop_reason"]
+    if given and given.startswith(reason):
+        return given
+    if given and given != result["stop_reason"]:
+        reason += ": %s" % given
     return "%s; this host was in batch %d" % (reason, host["batch"])
 
 
@@ -644,6 +793,45 @@ def _failure_text(failure):
     return ": ".join(x for x in (where, failure["message"]) if x)
 
 
+def _health_text(host, md=True):
+    """The host's health in one line: ``**quarantined** before the tuning: rma, reset_gpu; not
+    tuned, not benchmarked, nothing reverted``; Markdown for the page (``md``), plain for JUnit."""
+    health = host["health"]
+    text = _inline if md else _plain
+    if health["status"] == "healthy":
+        return "healthy"
+    out = "**%s**" % health["status"] if md else health["status"]
+    if host["status"] == "quarantined":
+        where = _quarantine_where(host)
+        out += " %s, judged again after the failure" % text(where) if where else " before the tuning"
+    out += ": %s" % _actions_text(health)
+    if host["status"] == "quarantined":
+        out += "; %s" % ("the tuning is not reverted as a regression" if host["changes"]
+                         else "not tuned, not benchmarked, nothing reverted")
+    elif health["blocking"]:
+        out += "; tuned anyway (gpufleet_health_policy %s)" % (health["policy"] or "report")
+    elif health["status"] == "degraded":
+        out += " (not blocking)"
+    return out
+
+
+def _health_finding_line(finding, md=True):
+    """``GPU 0 (0000:41:00.0): a row remapping failed (`gpu_remap_failure`: rma, blocking)``."""
+    text = _inline if md else _plain
+    head = "%s: " % text(finding["item"]) if finding["item"] else ""
+    what = ", ".join(x for x in (finding["action"] or "", "blocking" if finding["blocking"] else "") if x)
+    return "%s%s (%s%s)" % (head, text(finding["message"]) or "no message", _code(finding["rule"], md),
+                            ": %s" % what if what else "")
+
+
+def _health_lines(host):
+    """The page's lines for a host's health: its line, then one per finding."""
+    if not host["health"]:
+        return []
+    findings = ["  - %s" % _health_finding_line(finding) for finding in host["health"]["findings"]]
+    return ["- Health: %s" % _health_text(host)] + findings
+
+
 def _seconds(value):
     return "-" if value is None else ("%.1f s" % value if value < 100 else "%.0f s" % value)
 
@@ -660,7 +848,7 @@ def _yes_no(value):
 # ------------------------------------------------------------------------------ Markdown
 
 def _host_section(name, host, result):
-    lines = ["### %s" % _inline(name), ""]
+    lines = ["### %s" % _inline(name), ""] + _health_lines(host)
     status = "**%s**" % host["status"]
     where = " in batch %d" % host["batch"] if host["batch"] else ""
     lines.append("- Status: %s%s%s" % (status, where, " (canary)" if host["batch"] == 1 else ""))
@@ -694,6 +882,9 @@ def _revert_lines(host, result, md=True):
     state = _revert_state(host)
     if host["status"] in ("tuned", "unchanged") and not revert:
         word = "not needed"
+    elif host["status"] == "quarantined" and not revert:
+        word = ("no: quarantined for its hardware, the tuning is not reverted as a regression" if host["changes"]
+                else "nothing to revert (nothing changed)")
     elif state == "reverted":
         word = "yes"
     elif state == "revert incomplete":
@@ -738,6 +929,40 @@ def _grouped_changes(names, hosts):
     return lines
 
 
+def _health_section(result, order):
+    """The rollout's health, before the rest: the counts, each quarantined host in full, the
+    hosts tuned although their health blocks, the degraded ones with their findings. Nothing
+    when no host was judged (a rollout from before the health gate)."""
+    hosts, summary = result["hosts"], result["health"]
+    counts = summary["counts"]
+    if not any(counts[status] for status in HEALTH_STATUSES):
+        return []
+    judged = sum(counts[status] for status in HEALTH_STATUSES)
+    lines = ["## Health", "",
+             "- Judged: %s: %s%s" % (_plural(judged, "host"), ", ".join(
+                 "%d %s" % (counts[status], status) for status in HEALTH_STATUSES),
+                 "; %d not judged" % counts["not_judged"] if counts["not_judged"] else "")]
+    if summary["quarantined"]:
+        lines.append("- Quarantined (not tuned further, not reverted; the rollout went on%s): %s" % (
+            " until it stopped" if result["stopped_after_batch"] else "",
+            ", ".join("%s (%s)" % (_inline(e["host"]), ", ".join(e["actions"]) or "no action named")
+                      for e in summary["quarantined"])))
+    if summary["tuned_anyway"]:
+        lines.append("- Tuned despite a blocking verdict (gpufleet_health_policy report): %s" % ", ".join(
+            "%s (%s)" % (_inline(e["host"]), ", ".join(e["actions"]) or "no action named")
+            for e in summary["tuned_anyway"]))
+    degraded = [e["host"] for e in summary["degraded"]]
+    if degraded:
+        lines.append("- Degraded (not blocking, tuned): %s" % _names([_inline(n) for n in degraded], NAMES_IN_CELL))
+        for name in degraded[:NAMES_IN_CELL]:
+            lines += ["  - %s: %s" % (_inline(name), _health_finding_line(f))
+                      for f in hosts[name]["health"]["findings"]]
+    lines.append("")
+    for entry in summary["quarantined"]:
+        lines += _host_section(entry["host"], hosts[entry["host"]], result)
+    return lines
+
+
 def _markdown(result):
     hosts = result["hosts"]
     order = _order(result)
@@ -758,6 +983,7 @@ def _markdown(result):
               "- Hosts: %d (%s)" % (counts["total"], ", ".join(
                   "%d %s" % (counts[s], s) for s in HOST_STATUSES if counts[s]) or "none"),
               ""]
+    lines += _health_section(result, order)
     lines += ["## Batches", ""]
     if result["batch_outcomes"]:
         lines += ["| batch | hosts | outcome |", "|---|---|---|"]
@@ -852,7 +1078,10 @@ def _outcome(case, tag, message, kind, body=""):
 
 def _host_out(host, result):
     """The suite's system-out: what changed, the revert, the drift, as the page words them."""
-    lines = ["status: %s" % host["status"]]
+    lines = ["health: %s" % _health_text(host, md=False)] if host["health"] else []
+    lines += ["health finding: %s" % _health_finding_line(f, md=False)
+              for f in (host["health"] or {}).get("findings", [])]
+    lines.append("status: %s" % host["status"])
     if _failure_text(host["failure"]):
         lines.append("failure: %s" % _failure_text(host["failure"]))
     lines += ["changed: %s" % _change_line(record, md=False) for record in host["changes"]]
@@ -864,21 +1093,55 @@ def _host_out(host, result):
     return "\n".join(lines) + "\n"
 
 
+def _junit_checks(host):
+    """The host's checks as JUnit shows them, the health first (before reachable, audit, tune,
+    verify, serving): its check with the host's verdict over it (a blocking verdict fails it, also
+    one judged again after a failure past the gate, and under gpufleet_health_policy report while
+    the others pass), or one made from the verdict when no check carries it."""
+    health = host["health"]
+    mine = [check for check in host["checks"] if check["name"] == HEALTH_CHECK]
+    others = [check for check in host["checks"] if check["name"] != HEALTH_CHECK]
+    if not mine and not health:
+        return others
+    first = dict(mine[0]) if mine else {"name": HEALTH_CHECK, "status": "passed", "message": "", "time_s": None}
+    if health and health["blocking"]:
+        first["health"] = first["status"]  # the check's own status: a passed one was the judgment before a failure
+        first["status"] = "failed"
+    elif health and not first["message"]:
+        first["message"] = _health_text(host, md=False)
+    return [first] + mine[1:] + others
+
+
+def _health_case(case, host, check):
+    """A blocking health's failure: the message names the status, the actions and the findings;
+    the body one finding a line, and the check's own message when the check failed too (a check
+    that passed was the judgment before a failure past the gate)."""
+    findings = [_health_finding_line(f, md=False) for f in host["health"]["findings"]]
+    message = "; ".join([_health_text(host, md=False)] + findings)
+    body = [_health_text(host, md=False)] + findings
+    if check["health"] in ("failed", "error") and check["message"] and check["message"] not in body:
+        body.append(check["message"])
+    _outcome(case, "failure", message, "health", "\n".join(body))
+
+
 def _suite(root, name, host, result):
     suite = ET.SubElement(root, "testsuite", {"name": _xml(name)})
     properties = ET.SubElement(suite, "properties")
     for key, value in (("run_id", result["run_id"]), ("status", host["status"]),
                        ("batch", "" if host["batch"] is None else str(host["batch"])),
-                       ("verified", _yes_no(host["verified"])), ("reverted", "yes" if host["reverted"] else "no")):
+                       ("verified", _yes_no(host["verified"])), ("reverted", "yes" if host["reverted"] else "no")) \
+            + ((("health", host["health"]["status"]),) if host["health"] else ()):
         ET.SubElement(properties, "property", {"name": key, "value": _xml(value)})
     if host["status"] == "untouched":
         case = _case(suite, name, "rollout")
         _outcome(case, "skipped", "not touched: %s" % host["reason"], None)
     else:
-        for check in host["checks"]:
+        for check in _junit_checks(host):
             case = _case(suite, name, check["name"], check["time_s"])
             message = check["message"]
-            if check["status"] == "failed":
+            if check.get("health"):
+                _health_case(case, host, check)
+            elif check["status"] == "failed":
                 body = message
                 if check["name"] == "verify":
                     body = "\n".join([message] * bool(message) + [f for f in host["verify_failures"] if f != message])

@@ -2,13 +2,15 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Compare the audit's GPU facts (gpufleet.tuning.node_facts, as the audit saved them in
 audit.json) with what nvidia-smi says on the same node: `nvidia-smi -q -x` for every GPU,
-`nvidia-smi topo -m` for every pair, `nvidia-smi nvlink -s` for every link.
+`nvidia-smi topo -m` for every pair, `nvidia-smi nvlink -s` and `-e` for every link, and the
+health facts (ECC, remapped rows, SRAM errors, the recovery action, persistence, PCIe replays,
+the fabric, the GPU count, the XIDs of the kernel log against `dmesg`).
 
     python3 tests/gpu/compare_facts.py AUDIT_JSON OUTDIR
 
 Runs on a GPU node only (tests/gpu/run calls it after the audit); nvidia-smi is the reference
 here, never a source of the facts. Its raw outputs are saved in OUTDIR (nvidia-smi-q.xml,
-topo-m.txt, nvlink-s.txt) beside facts-vs-nvidia-smi.md, the table of every comparison.
+topo-m.txt, nvlink-s.txt, nvlink-e.txt, dmesg-xid.txt) beside facts-vs-nvidia-smi.md, the table of every comparison.
 Exit 1 when a fact differs from nvidia-smi (temperature within 3 C: it moves between reads);
 a field nvidia-smi does not show on this GPU is listed as not compared.
 """
@@ -141,15 +143,16 @@ def compare_gpu(table, gpu_fact, gpu_xml):
     temp = text(gpu_xml, "temperature/gpu_temp")
     table.check(label + " temperature C (within 3)", value(gpu_fact.get("temperature_c")), number(temp),
                 same=lambda a, b: a is not None and abs(a - b) <= 3)
-    remap_pending = text(gpu_xml, "remapped_rows/remapping_pending")
+    remap_pending = first(gpu_xml, "remapped_rows/remapped_row_pending", "remapped_rows/remapping_pending")
     table.check(label + " row remapping pending", value(gpu_fact.get("remapped_rows_pending")),
                 None if remap_pending is None else remap_pending == "Yes")
-    remap_failure = text(gpu_xml, "remapped_rows/remapping_failure_occurred")
+    remap_failure = first(gpu_xml, "remapped_rows/remapped_row_failure", "remapped_rows/remapping_failure_occurred")
     table.check(label + " row remapping failure", value(gpu_fact.get("remapped_rows_failure")),
                 None if remap_failure is None else remap_failure == "Yes")
     retired = text(gpu_xml, "retired_pages/pending_retirement")
     table.check(label + " retired pages pending", value(gpu_fact.get("retired_pages_pending")),
                 None if retired is None else retired == "Yes")
+    compare_health(table, label, gpu_fact, gpu_xml)
     reasons = gpu_xml.find("clocks_event_reasons")
     if reasons is None:
         reasons = gpu_xml.find("clocks_throttle_reasons")
@@ -161,6 +164,61 @@ def compare_gpu(table, gpu_fact, gpu_xml):
         active = [name for name in active if name != "gpu_idle"]
     table.check(label + " clock event reasons (not idle)", sorted(value(gpu_fact.get("clock_event_reasons")) or []),
                 active)
+
+
+RECOVERY = {"none": "none", "gpu reset": "gpu_reset", "reset": "gpu_reset", "node reboot": "node_reboot",
+            "reboot": "node_reboot", "drain p2p": "drain_p2p", "drain and reset": "drain_and_reset"}
+
+
+def _sram(gpu_xml, period):
+    """Uncorrectable SRAM errors of one period (parity + SEC-DED), where nvidia-smi shows them."""
+    found = [number(text(gpu_xml, "ecc_errors/%s/%s" % (period, tag)))
+             for tag in ("sram_uncorrectable_parity", "sram_uncorrectable_secded")]
+    found = [n for n in found if n is not None]
+    if found:
+        return int(sum(found))
+    single = number(text(gpu_xml, "ecc_errors/%s/sram_uncorrectable" % period))
+    return None if single is None else int(single)
+
+
+def compare_health(table, label, gpu_fact, gpu_xml):
+    """The health facts of one GPU against nvidia-smi -q -x."""
+    pcie = gpu_fact.get("pcie") or {}
+    for key, paths in (("remapped_rows_correctable", ("remapped_rows/remapped_row_corr", "remapped_rows/correctable_rows")),
+                       ("remapped_rows_uncorrectable", ("remapped_rows/remapped_row_unc", "remapped_rows/uncorrectable_rows"))):
+        raw = first(gpu_xml, *paths)
+        table.check("%s %s" % (label, key), value(gpu_fact.get(key)), None if raw is None else int(number(raw)))
+    replay = text(gpu_xml, "pci/replay_counter")
+    table.check(label + " PCIe replay count", value(pcie.get("replay_count")), None if replay is None else int(number(replay)))
+    for period in ("volatile", "aggregate"):
+        table.check("%s SRAM uncorrectable errors (%s)" % (label, period),
+                    value(gpu_fact.get("sram_uncorrected_" + period)), _sram(gpu_xml, period))
+    exceeded = first(gpu_xml, "ecc_errors/aggregate/sram_threshold_exceeded", "ecc_errors/sram_threshold_exceeded")
+    table.check(label + " SRAM threshold exceeded", value(gpu_fact.get("sram_threshold_exceeded")),
+                None if exceeded is None else exceeded.lower() in ("yes", "true"))
+    recovery = first(gpu_xml, "gpu_recovery_action", "recovery_action")
+    table.check(label + " recovery action", value(gpu_fact.get("recovery_action")),
+                None if recovery is None else RECOVERY.get(recovery.lower(), recovery.lower()))
+    state = text(gpu_xml, "fabric/state")
+    if state is None and gpu_xml.find("fabric/state") is not None:
+        state = "not_supported"  # nvidia-smi prints N/A where the GPU has no fabric (PCIe, NVLink bridges)
+    table.check(label + " fabric state", value(gpu_fact.get("fabric_state")),
+                None if state is None else state.lower().replace(" ", "_"))
+
+
+def nvlink_errors(output):
+    """{gpu index: {link: {"replay", "recovery", "crc"}}} from `nvidia-smi nvlink -e`."""
+    found, current = {}, None
+    for line in output.splitlines():
+        match = re.match(r"^GPU (\d+):", line)
+        if match:
+            current = int(match.group(1))
+            found[current] = {}
+            continue
+        match = re.match(r"^\s+Link (\d+): (Replay|Recovery|CRC) Errors: (\d+)", line)
+        if match and current is not None:
+            found[current].setdefault(int(match.group(1)), {})[match.group(2).lower()] = int(match.group(3))
+    return found
 
 
 def nvlink_states(output):
@@ -200,7 +258,12 @@ def main():
     with open(audit_path) as handle:
         facts = json.load(handle)["facts"]
     xml_text, topo, nvlink = smi("-q", "-x"), smi("topo", "-m"), smi("nvlink", "-s")
-    for name, data in (("nvidia-smi-q.xml", xml_text), ("topo-m.txt", topo), ("nvlink-s.txt", nvlink)):
+    nvlink_e = smi("nvlink", "-e")
+    dmesg = subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                           check=False).stdout
+    xid_lines = "".join(line + "\n" for line in dmesg.splitlines() if "NVRM: Xid" in line)
+    for name, data in (("nvidia-smi-q.xml", xml_text), ("topo-m.txt", topo), ("nvlink-s.txt", nvlink),
+                       ("nvlink-e.txt", nvlink_e), ("dmesg-xid.txt", xid_lines)):
         with open(os.path.join(out, name), "w") as handle:
             handle.write(data)
     root = ET.fromstring(xml_text)
@@ -220,6 +283,19 @@ def main():
         smi_index[value(gpu["index"])] = found[0]
         table.check("GPU %s index" % value(gpu["bdf"]), value(gpu["index"]), found[0])
         compare_gpu(table, gpu, found[1])
+    health = facts.get("health") or {}
+    table.check("GPUs the driver counts", value(health.get("gpus_driver")), len(xml_gpus))
+    table.check("GPUs on the PCI bus", value(health.get("gpus_pci")), len(xml_gpus))
+    table.check("kernel log read (source)", value(health.get("kernel_log")) is not None, True)
+    table.check("XIDs since boot (dmesg)", value(health.get("xid_total")), xid_lines.count("\n"))
+    errors = nvlink_errors(nvlink_e)
+    for gpu in gpus:
+        counters = ("replay", "recovery", "crc")
+        mine = dict((value(link["link"]), dict((name, value(link.get(name + "_errors"))) for name in counters))
+                    for link in value(gpu.get("nvlink")) or [] if value(link["active"]))
+        theirs = errors.get(smi_index.get(value(gpu["index"])), {})
+        table.check("GPU %s NVLink error counters (nvlink -e)" % value(gpu["index"]), mine or None,
+                    dict((link, counts) for link, counts in theirs.items() if link in mine) or None)
     links = nvlink_states(nvlink)
     for gpu in gpus:
         mine = dict((value(link["link"]), value(link["active"])) for link in value(gpu.get("nvlink")) or [])
@@ -238,7 +314,8 @@ def main():
             table.check(label + " link (topo %s)" % cell, value(pair["link"]), None if cell is None else "pcie")
             table.check(label + " relation", value(pair["relation"]), TOPO_RELATION.get(cell))
     report = ["# node_facts against nvidia-smi", "",
-              "%d comparisons, %d differ; nvidia-smi's raw outputs: nvidia-smi-q.xml, topo-m.txt, nvlink-s.txt."
+              "%d comparisons, %d differ; raw outputs: nvidia-smi-q.xml, topo-m.txt, nvlink-s.txt, nvlink-e.txt, "
+              "dmesg-xid.txt."
               % (len(table.rows), len(table.differs)), "", table.markdown()]
     with open(os.path.join(out, "facts-vs-nvidia-smi.md"), "w") as handle:
         handle.write("\n".join(report))

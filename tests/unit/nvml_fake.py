@@ -5,6 +5,10 @@ as the real library does: ``byref`` out-parameters through ``_obj``, string buff
 ``.value``, structs field by field. Argument types are checked, so a call built with the wrong
 ctypes type fails here as it would misbehave there. ``codes`` forces a return code per
 function (3 = NVML_ERROR_NOT_SUPPORTED), ``missing`` removes functions (an older library).
+
+Struct layouts are checked against nvml.h on their own here (field names in order and sizes),
+not against the module's classes, so a drifted struct fails in the fake. ``Error(code)`` in a
+GPU's answers (a field value, one NVLink counter) makes that one answer fail.
 """
 
 import ctypes
@@ -12,8 +16,37 @@ import ctypes
 NOT_SUPPORTED = 3
 NOT_FOUND = 6
 INVALID_ARGUMENT = 2
+GPU_IS_LOST = 15
+ARGUMENT_VERSION_MISMATCH = 25
 ERROR_TEXT = {2: b"Invalid Argument", 3: b"Not Supported", 4: b"Insufficient Permissions", 6: b"Not Found",
-              15: b"GPU is lost", 999: b"Unknown Error"}
+              15: b"GPU is lost", 25: b"Argument version mismatch", 999: b"Unknown Error"}
+
+# nvml.h: nvmlFieldValue_t, nvmlEccSramErrorStatus_v1_t and nvmlGpuFabricInfo_t, field names in
+# order and their sizes on x86_64 (LP64).
+FIELD_VALUE_FIELDS = ["fieldId", "scopeId", "timestamp", "latencyUsec", "valueType", "nvmlReturn", "value"]
+FIELD_VALUE_SIZE = 40
+SRAM_FIELDS = ["version", "aggregateUncParity", "aggregateUncSecDed", "aggregateCor", "volatileUncParity",
+               "volatileUncSecDed", "volatileCor", "aggregateUncBucketL2", "aggregateUncBucketSm",
+               "aggregateUncBucketPcie", "aggregateUncBucketMcu", "aggregateUncBucketOther", "bThresholdExceeded"]
+SRAM_SIZE = 104
+SRAM_VERSION_1 = SRAM_SIZE | 1 << 24  # NVML_STRUCT_VERSION(EccSramErrorStatus, 1)
+FABRIC_FIELDS = ["clusterUuid", "status", "cliqueId", "state"]
+FABRIC_SIZE = 28
+# nvmlValueType_t -> the nvmlValue_t member it is written through.
+VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+RECOVERY_ACTION_FIELD = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+UNSIGNED_INT = 1
+
+
+class Error:
+    """One answer that fails with ``code`` (a field value entry, one NVLink counter)."""
+
+    def __init__(self, code):
+        self.code = code
+
+
+def _fields(struct_type):
+    return [field[0] for field in struct_type._fields_]
 
 
 def nvml_bus_id(bdf):
@@ -28,7 +61,8 @@ class Gpu:
 
     def __init__(self, bdf, name="NVIDIA H200", persistence=1, ecc=(1, 1), ecc_counts=None, retired=(0, 0),
                  retired_pending=0, remapped=(0, 0, 0, 0), clocks=0x1, power=(700000, 700000, 200000, 700000),
-                 temperature=35, bar1=256 * 1048576, links=(), memory=(6144, 3201)):
+                 temperature=35, bar1=256 * 1048576, links=(), memory=(6144, 3201), recovery_action=0,
+                 pcie_replay=0, nvlink_errors=None, sram=None, fabric=(3, 0), fields=None):
         self.bdf = bdf
         self.name = name
         self.persistence = persistence
@@ -44,6 +78,20 @@ class Gpu:
         self.bar1 = bar1
         self.memory = memory  # bus width (bits), maximum memory clock (MHz)
         self.links = links
+        self.pcie_replay = pcie_replay
+        # link -> (replay, recovery, crc_flit, crc_data), each a count or Error(code); a link of
+        # ``links`` not listed has all four 0, one beyond them answers INVALID_ARGUMENT, and a
+        # GPU without links NOT_SUPPORTED
+        self.nvlink_errors = dict(nvlink_errors or {})
+        # nvmlEccSramErrorStatus_v1_t fields by name; those not given are 0
+        self.sram = dict(sram or {})
+        self.fabric = tuple(fabric) + (0,) * (3 - len(fabric))  # state, status (nvmlReturn_t), cliqueId
+        # (field id, scope id) -> (nvmlValueType_t, value) or Error(code); the recovery action
+        # (field 230, scope 0) is an unsigned int unless given here or as Error(code). A field
+        # not listed answers INVALID_ARGUMENT, as a driver that does not know its id.
+        self.fields = {(RECOVERY_ACTION_FIELD, 0): (recovery_action if isinstance(recovery_action, Error)
+                                                    else (UNSIGNED_INT, recovery_action))}
+        self.fields.update(fields or {})
 
     @property
     def links(self):
@@ -244,6 +292,78 @@ class FakeNvmlLib:
         code = self._code("nvmlDeviceGetTopologyCommonAncestor")
         if not code:
             out._obj.value = self.topology
+        return code
+
+    def nvmlDeviceGetCount_v2(self, out):
+        assert isinstance(out._obj, ctypes.c_uint)
+        code = self._code("nvmlDeviceGetCount_v2")
+        if not code:
+            out._obj.value = len(self.gpus)
+        return code
+
+    def nvmlDeviceGetFieldValues(self, handle, count, values):
+        assert isinstance(count, ctypes.c_int) and isinstance(values, ctypes.Array)
+        assert 0 < count.value <= len(values)
+        assert _fields(values._type_) == FIELD_VALUE_FIELDS and ctypes.sizeof(values._type_) == FIELD_VALUE_SIZE
+        code = self._forced("nvmlDeviceGetFieldValues", handle)
+        if code:
+            return code
+        fields = self._gpu(handle).fields
+        for index in range(count.value):
+            entry = values[index]
+            answer = fields.get((entry.fieldId, entry.scopeId), Error(INVALID_ARGUMENT))
+            entry.timestamp = 1760000000000000 + index
+            entry.latencyUsec = 3
+            if isinstance(answer, Error):
+                entry.nvmlReturn = answer.code
+                continue
+            value_type, value = answer
+            entry.nvmlReturn = 0
+            entry.valueType = value_type
+            if value_type in VALUE_MEMBERS:
+                setattr(entry.value, VALUE_MEMBERS[value_type], value)
+        return 0
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle, out):
+        assert isinstance(out._obj, ctypes.c_uint)
+        return self._out("nvmlDeviceGetPcieReplayCounter", handle, out, self._gpu(handle).pcie_replay)
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle, link, counter, out):
+        assert isinstance(link, ctypes.c_uint) and isinstance(counter, ctypes.c_int)
+        assert isinstance(out._obj, ctypes.c_ulonglong) and 0 <= counter.value <= 4
+        code = self._forced("nvmlDeviceGetNvLinkErrorCounter", handle)
+        if code:
+            return code
+        gpu = self._gpu(handle)
+        if not gpu.links:
+            return NOT_SUPPORTED
+        if link.value >= len(gpu.links) or counter.value > 3:
+            return INVALID_ARGUMENT
+        value = gpu.nvlink_errors.get(link.value, (0, 0, 0, 0))[counter.value]
+        if isinstance(value, Error):
+            return value.code
+        out._obj.value = value
+        return 0
+
+    def nvmlDeviceGetSramEccErrorStatus(self, handle, out):
+        status = out._obj
+        assert _fields(type(status)) == SRAM_FIELDS and ctypes.sizeof(status) == SRAM_SIZE
+        code = self._forced("nvmlDeviceGetSramEccErrorStatus", handle)
+        if code:
+            return code
+        if status.version != SRAM_VERSION_1:
+            return ARGUMENT_VERSION_MISMATCH
+        for name in SRAM_FIELDS[1:]:
+            setattr(status, name, self._gpu(handle).sram.get(name, 0))
+        return 0
+
+    def nvmlDeviceGetGpuFabricInfo(self, handle, out):
+        info = out._obj
+        assert _fields(type(info)) == FABRIC_FIELDS and ctypes.sizeof(info) == FABRIC_SIZE
+        code = self._forced("nvmlDeviceGetGpuFabricInfo", handle)
+        if not code:
+            info.state, info.status, info.cliqueId = self._gpu(handle).fabric
+            info.clusterUuid[:] = list(range(16))
         return code
 
     def nvmlSystemGetDriverVersion(self, buf, length):

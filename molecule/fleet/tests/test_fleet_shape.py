@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 
 import pytest
 import testinfra
@@ -28,6 +29,14 @@ CONTROLLER = "10.89.77.1"
 PROJECT_DIR = os.environ.get(
     "MOLECULE_PROJECT_DIRECTORY",
     os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+FLEET_SCRIPT = os.path.join(PROJECT_DIR, "scripts", "harness", "fleet")
+# Where the GPU hosts' loader finds the stand-in NVML (molecule.yml, files/fake_nvml.c).
+NVML_LIB = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
 
 # Reads errno names on the host for the operations given: {"op": "ok" | "EPERM" | ...}.
 PROBE = r'''
@@ -78,6 +87,60 @@ def fstype_at(host, mount_point):
 def only(hostvars, group):
     if group not in hostvars["group_names"]:
         pytest.skip("%s is not in %s" % (hostvars["inventory_hostname"], group))
+
+
+def harness(*args):
+    """scripts/harness/fleet ARGS on this machine; its stdout."""
+    proc = subprocess.run([FLEET_SCRIPT] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, check=False)
+    assert proc.returncode == 0, "fleet %s: %s" % (" ".join(args), proc.stderr)
+    return proc.stdout
+
+
+def run_module(inventory, name, module, args):
+    """One module on one host with the ansible CLI, as the rollout tests run their playbooks
+    (tests/test_rollout.py: the checkout as the collection, molecule's ansible.cfg): the
+    module's result."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(PROJECT_DIR, ".collections"), ANSIBLE_NOCOLOR="1")
+    cfg = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "ansible.cfg")
+    if os.path.isfile(cfg):
+        env["ANSIBLE_CONFIG"] = cfg
+    with tempfile.TemporaryDirectory() as tree:
+        proc = subprocess.run(["ansible", "-i", inventory, name, "-m", module, "-a", json.dumps(args), "--tree", tree],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                              cwd=PROJECT_DIR, env=env, check=False, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        with open(os.path.join(tree, name)) as handle:
+            return json.load(handle)
+
+
+def node_gpus(inventory, name):
+    """The collection's own view of a host's GPUs: node_facts' ``gpus`` section."""
+    return run_module(inventory, name, "gpufleet.tuning.node_facts", {"sections": ["gpus"]})["facts"]["gpus"]
+
+
+# Reads /dev/kmsg as a log reader does (non-blocking, until EOF or EAGAIN) and lists its records
+# as (priority, sequence, message), continuation lines (" KEY=value") left out.
+READ_KMSG = r'''
+fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+data = b""
+while True:
+    try:
+        chunk = os.read(fd, 8192)
+    except BlockingIOError:
+        break
+    if not chunk:
+        break
+    data += chunk
+os.close(fd)
+records = []
+for line in data.decode("utf-8", "replace").splitlines():
+    if line and not line.startswith(" "):
+        head, message = line.split(";", 1)
+        prio, seq = head.split(",")[:2]
+        records.append([int(prio), int(seq), message])
+print(json.dumps({"records": records, "write": attempt(lambda: open("/dev/kmsg", "a").close())}))
+'''
 
 
 # --------------------------------------------------------------------------- the whole fleet
@@ -214,6 +277,116 @@ def toggle():
 print(json.dumps({"write": attempt(toggle), "seen": seen}))
 ''')
     assert result == {"write": "ok", "seen": ["1", "0"]}
+
+
+def test_gpu_plumbing_at_rest(host, hostvars):
+    """A GPU host has no GPU yet: an empty tmpfs at /sys/bus/pci/devices (none of this
+    machine's PCI functions), the stand-in NVML where the loader finds libnvidia-ml.so.1,
+    answering "driver not loaded" (no /etc/gpufleet/fake-nvml.conf), and the boot-time kernel
+    log at /dev/kmsg; /etc/gpufleet and /dev/kmsg are read-only. A guest has none of it."""
+    if "gpu_hosts" not in hostvars["group_names"]:
+        assert fstype_at(host, "/sys/bus/pci/devices") != "tmpfs"
+        assert not host.file("/etc/gpufleet").exists
+        assert not host.file(NVML_LIB).exists
+        return
+    assert fstype_at(host, "/sys/bus/pci/devices") == "tmpfs"
+    result = run_python(host, r'''
+import ctypes
+lib = ctypes.CDLL("libnvidia-ml.so.1")
+maps = open("/proc/self/maps").read()
+print(json.dumps({"pci": os.listdir("/sys/bus/pci/devices"), "etc": os.listdir("/etc/gpufleet"),
+                  "loaded": "%s" in maps, "init": lib.nvmlInit_v2(),
+                  "etc_write": attempt(lambda: open("/etc/gpufleet/probe", "a").close())}))
+''' % NVML_LIB)
+    assert result == {"pci": [], "etc": [], "loaded": True, "init": NVML_ERROR_DRIVER_NOT_LOADED,
+                      "etc_write": "EROFS"}
+    kmsg = run_python(host, READ_KMSG)
+    assert kmsg["write"] == "EROFS"
+    records = kmsg["records"]
+    assert [r[1] for r in records] == list(range(len(records))) and len(records) >= 3, records
+    assert records[0][2].startswith("Linux version "), records
+    assert any(r[2].startswith("pci 0000:00:00.0: ") for r in records), records
+    assert not [r for r in records if "NVRM" in r[2] or "Xid" in r[2]], records
+
+
+def test_planted_gpu_reaches_node_facts(inventory, fleet):
+    """scripts/harness/fleet gpu-plant gives fleet-h5 GPUs: node_facts finds them in sysfs,
+    loads the stand-in NVML and reads what its config says (a remapped-row failure, the
+    configured name; a GPU that fell off the bus answers NVML_ERROR_GPU_IS_LOST); NVML's own
+    answers (the recovery action field) are those of the config. gpu-clear takes them away,
+    and the other hosts never see them."""
+    good, lost = "0000:41:00.0", "0000:c1:00.0"
+    try:
+        harness("gpu-plant", "fleet-h5", good, "name=NVIDIA_H100_80GB_HBM3_planted", "remap_failure=1",
+                "recovery_action=1")
+        harness("gpu-plant", "fleet-h5", lost, "lost=1")
+        assert "gpu:    fleet-h5 %s name=NVIDIA_H100_80GB_HBM3_planted" % good in harness("status")
+        gpus = node_gpus(inventory, "fleet-h5")
+        assert [g["bdf"]["value"] for g in gpus] == [good, lost]
+        gpu = gpus[0]
+        assert gpu["name"]["value"] == "NVIDIA H100 80GB HBM3 planted"
+        assert gpu["remapped_rows_failure"]["value"] is True
+        assert gpu["remapped_rows_pending"]["value"] is False
+        assert gpu["device_id"]["value"] == "10de:2330" and gpu["numa_node"]["value"] == -1
+        pcie = gpu["pcie"]
+        assert (pcie["link_speed_gts"]["value"], pcie["link_width"]["value"], pcie["degraded"]["value"]) == (32.0, 16, False)
+        assert gpu["ecc_mode"]["value"] is True and gpu["persistence_mode"]["value"] is True
+        assert "NVML_ERROR_GPU_IS_LOST" in gpus[1]["name"].get("unknown", ""), gpus[1]["name"]
+        probe = run_python(fleet["fleet-h5"], r'''
+import ctypes
+class Value(ctypes.Union):
+    _fields_ = [("dVal", ctypes.c_double), ("siVal", ctypes.c_int), ("uiVal", ctypes.c_uint),
+                ("ulVal", ctypes.c_ulong), ("ullVal", ctypes.c_ulonglong), ("sllVal", ctypes.c_longlong),
+                ("usVal", ctypes.c_ushort)]
+class FieldValue(ctypes.Structure):
+    _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
+                ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int),
+                ("value", Value)]
+lib = ctypes.CDLL("libnvidia-ml.so.1")
+out = {"init": lib.nvmlInit_v2()}
+count = ctypes.c_uint(0)
+out["count"] = [lib.nvmlDeviceGetCount_v2(ctypes.byref(count)), count.value]
+dev = ctypes.c_void_p()
+out["handle"] = lib.nvmlDeviceGetHandleByPciBusId_v2(b"00000000:41:00.0", ctypes.byref(dev))
+values = (FieldValue * 2)()
+values[0].fieldId, values[1].fieldId = %d, 1
+out["fields"] = lib.nvmlDeviceGetFieldValues(dev, ctypes.c_int(2), values)
+out["recovery"] = [values[0].nvmlReturn, values[0].valueType, values[0].value.uiVal]
+out["other_field"] = values[1].nvmlReturn
+out["lost"] = lib.nvmlDeviceGetHandleByPciBusId_v2(b"0000:C1:00.0", ctypes.byref(dev))
+lib.nvmlShutdown()
+print(json.dumps(out))
+''' % NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
+        assert probe == {"init": 0, "count": [0, 2], "handle": 0, "fields": 0,
+                         "recovery": [0, NVML_VALUE_TYPE_UNSIGNED_INT, 1], "other_field": NVML_ERROR_NOT_SUPPORTED,
+                         "lost": NVML_ERROR_GPU_IS_LOST}
+        assert node_gpus(inventory, "fleet-h6") == []
+    finally:
+        harness("gpu-clear", "fleet-h5")
+    assert node_gpus(inventory, "fleet-h5") == []
+    assert not fleet["fleet-h5"].file("/etc/gpufleet/fake-nvml.conf").exists
+    assert fleet["fleet-h5"].check_output("ls -A /sys/bus/pci/devices") == ""
+
+
+def test_kmsg_replaced_in_place(fleet, tmp_path):
+    """fleet-h6's /dev/kmsg reads the boot-time records; scripts/harness/fleet kmsg replaces
+    them in place (the host sees an XID 79 at once, through the same bind mount) and --reset
+    puts the boot-time ones back."""
+    h6 = fleet["fleet-h6"]
+    boot = run_python(h6, READ_KMSG)["records"]
+    assert boot and boot[0][:2] == [5, 0] and boot[0][2].startswith("Linux version "), boot
+    xid = tmp_path / "kmsg-xid79"
+    xid.write_text("4,0,0,-;Linux version 6.1.0-28-amd64\n"
+                   "4,1,912345678,-;NVRM: Xid (PCI:0000:41:00): 79, pid=0, name=python3, GPU has fallen off the bus.\n"
+                   " SUBSYSTEM=pci\n DEVICE=+pci:0000:41:00.0\n")
+    try:
+        harness("kmsg", "fleet-h6", str(xid))
+        records = run_python(h6, READ_KMSG)["records"]
+        assert [r[1] for r in records] == [0, 1]
+        assert "GPU has fallen off the bus" in records[1][2], records
+    finally:
+        harness("kmsg", "fleet-h6", "--reset")
+    assert run_python(h6, READ_KMSG)["records"] == boot
 
 
 def test_proxmox_config_fs(host, hostvars):

@@ -333,3 +333,68 @@ def test_drift_names_the_host_and_the_setting(inventory, artifacts, before):
     assert "fleet-h3" in out and "net.ipv4.tcp_rmem no longer holds" in out
     rc, out = playbook(inventory, artifacts, "revert.yml")
     assert rc == 0
+
+
+# The health gate (docs/health.md): fleet-h5's GPU reports a remapped-row failure through NVML
+# (the fake libnvidia-ml the harness mounts, molecule/fleet/files/fake_nvml.c), fleet-h6's kernel
+# log holds an XID 79 ("fallen off the bus"). Both are quarantined before anything is tuned or
+# benchmarked, with their actions; the others are tuned; nobody's tuning is reverted.
+SICK_GPU = "0000:41:00.0"
+XID_79 = ("3,900,4123456789,-;NVRM: Xid (PCI:0000:41:00): 79, pid=0, GPU has fallen off the bus.\n"
+          " SUBSYSTEM=pci\n DEVICE=+pci:0000:41:00.0\n")
+
+
+def harness(*args):
+    return subprocess.run([os.path.join(PROJECT, "scripts", "harness", "fleet")] + list(args),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=True).stdout
+
+
+def test_sick_hosts_are_quarantined_with_their_action_and_the_others_tuned(inventory, artifacts, tmp_path):
+    kmsg = tmp_path / "kmsg-h6"
+    kmsg.write_text("6,0,0,-;Linux version 6.1.0 (fleet-h6)\n" + XID_79)
+    try:
+        harness("gpu-plant", "fleet-h5", SICK_GPU, "name=NVIDIA_H100_80GB_HBM3", "remap_failure=1",
+                "remapped_uncorrectable=3")
+        harness("kmsg", "fleet-h6", str(kmsg))
+        # after planting: the fake library's config (/etc/gpufleet) is the harness's, not a change
+        sick_before = dict((name, snapshot(name)) for name in ("fleet-h5", "fleet-h6"))
+        rc, out = playbook(inventory, artifacts, "rollout.yml", "--tags", "runtime", "-e", "gpufleet_run_id=sick")
+        assert rc == 0, "a quarantined host (not the canary) does not stop the rollout"
+        report = latest_report(artifacts, "sick")
+        assert report["stopped_after_batch"] is None
+        assert statuses(report, HOSTS) == ["tuned", "tuned", "tuned", "tuned", "quarantined", "quarantined"]
+        assert statuses(report, GUESTS) == ["tuned", "tuned"]
+        h5, h6 = report["hosts"]["fleet-h5"], report["hosts"]["fleet-h6"]
+        assert h5["health"]["actions"] == ["rma"] and h6["health"]["actions"] == ["reboot"]
+        assert [f["rule"] for f in h5["health"]["findings"]] == ["gpu_remap_failure"]
+        assert "GPU 0 (%s)" % SICK_GPU in h5["health"]["findings"][0]["item"]
+        assert [f["rule"] for f in h6["health"]["findings"]] == ["xid_events"]
+        assert "GPU has fallen off the bus." in h6["health"]["findings"][0]["message"]
+        for name in ("fleet-h5", "fleet-h6"):
+            assert report["hosts"][name]["changes"] == [] and report["hosts"][name]["reverted"] is False
+            assert checks(report, name)["health"]["status"] == "failed"
+        # the verdict files and the reports say why
+        for name, rule in (("fleet-h5", "gpu_remap_failure"), ("fleet-h6", "xid_events")):
+            with open(os.path.join(str(artifacts), name, "health.json")) as handle:
+                verdict = json.load(handle)
+            assert verdict["status"] == "quarantined" and verdict["findings"][0]["rule"] == rule
+        with open(os.path.join(str(artifacts), "fleet-h1", "health.json")) as handle:
+            assert json.load(handle)["status"] == "healthy"
+        with open(os.path.join(str(artifacts), "rollout-sick.xml")) as handle:
+            junit = handle.read()
+        assert junit.count('type="health"') == 2 and "rma" in junit and "reboot" in junit
+        with open(os.path.join(str(artifacts), "rollout-sick.md")) as handle:
+            markdown = handle.read()
+        assert markdown.index("## Health") < markdown.index("fleet-h1")
+        with open(os.path.join(str(artifacts), "index.html")) as handle:
+            page = handle.read()
+        assert "quarantined" in page and "a row remapping failed" in page and "fallen off the bus" in page
+        # nothing was changed on the sick hosts, nothing reverted anywhere
+        for name in ("fleet-h5", "fleet-h6"):
+            assert_same(without_times(sick_before[name]), without_times(snapshot(name)), name)
+        assert not [name for name in HOSTS if checks(report, name).get("revert")]
+    finally:
+        harness("gpu-clear", "fleet-h5")
+        harness("kmsg", "fleet-h6", "--reset")
+        rc, out = playbook(inventory, artifacts, "revert.yml")
+        assert rc == 0

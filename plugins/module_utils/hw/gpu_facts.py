@@ -65,9 +65,11 @@ import re
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common import fileops
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import facts
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import kernel_log
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import kernel_modules
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import nvidia_driver
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import nvidia_gpus
+from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_aer
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pci_config
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import pcie_ext
 from ansible_collections.gpufleet.tuning.plugins.module_utils.p2p import nvml as nvml_mod
@@ -97,7 +99,7 @@ class Paths:
 
 
 def gather(paths, nvml=None):
-    """``{"gpus", "topology", "driver"}`` as docs/facts.md describes them.
+    """``{"gpus", "topology", "driver", "health"}`` as docs/facts.md describes them.
 
     ``nvml``: an nvml.Nvml (or a stand-in); None loads libnvidia-ml.so.1 here and shuts it
     down afterwards. Nothing here raises for a fact that cannot be read.
@@ -117,7 +119,7 @@ def gather(paths, nvml=None):
         reader = _Reader(paths, nvml)
     try:
         gpus = reader.gpus()
-        return {"gpus": gpus, "topology": reader.topology(), "driver": reader.driver()}
+        return {"gpus": gpus, "topology": reader.topology(), "driver": reader.driver(), "health": reader.health()}
     finally:
         if own:
             nvml.shutdown()
@@ -156,6 +158,44 @@ def _number(value):
 
 def _milliwatts(value):
     return _number(value / 1000.0)
+
+
+def _nvml_status(handle, failure, error):
+    """``ok`` when NVML gave the GPU a handle; else NVML's error as a word (``gpu_is_lost``,
+    ``not_found``); unknown when NVML itself is not there."""
+    source = "nvml:nvmlDeviceGetHandleByPciBusId_v2"
+    if handle is not None:
+        return facts.fact("ok", source)
+    if error is None or error.code is None:
+        return facts.unknown(source, failure)
+    name = nvml_mod.ERROR_NAMES.get(error.code, "error_%s" % error.code)
+    return facts.fact(name.replace("NVML_ERROR_", "").lower() if name.startswith("NVML_ERROR_") else name.lower(),
+                      "nvml:" + (error.function or source[5:]))
+
+
+def nvlink_counts(links):
+    """nvlink_links (the links NVML knows on the GPU), nvlink_active, and nvlink_errors (replay,
+    recovery and CRC counters summed over the links; null on a GPU without NVLink, unknown when a
+    link's counters cannot be read)."""
+    if not isinstance(links, list):
+        reason = links.get("unknown") if isinstance(links, dict) else "the NVLink links are unknown"
+        return {"nvlink_links": facts.unknown(DERIVED, reason), "nvlink_active": facts.unknown(DERIVED, reason),
+                "nvlink_errors": facts.unknown(DERIVED, reason)}
+    found = {"nvlink_links": facts.fact(len(links), DERIVED),
+             "nvlink_active": facts.fact(sum(1 for link in links if link["active"]["value"]), DERIVED)}
+    if not links:
+        found["nvlink_errors"] = facts.fact(None, DERIVED)
+        return found
+    totals = {}
+    for key, name in (("replay_errors", "replay"), ("recovery_errors", "recovery"), ("crc_errors", "crc")):
+        missing = [link[key] for link in links if "unknown" in link[key]]
+        if missing:
+            found["nvlink_errors"] = facts.unknown(DERIVED, "the %s counter of a link is unknown: %s"
+                                                   % (name, missing[0]["unknown"]))
+            return found
+        totals[name] = sum(link[key]["value"] for link in links)
+    found["nvlink_errors"] = facts.fact(totals, DERIVED)
+    return found
 
 
 class _Device:
@@ -216,6 +256,7 @@ class _Reader:
         self.nvswitches = None
         self.scan_error = None
         self._gpu_info = []
+        self._entries = []
         self._nodes = None
         self._scan()
 
@@ -256,6 +297,7 @@ class _Reader:
             entry, info = self._gpu(index, bdf)
             result.append(entry)
             self._gpu_info.append(info)
+        self._entries = result
         return result
 
     def _gpu(self, index, bdf):
@@ -287,6 +329,7 @@ class _Reader:
         }
         entry.update(self._iommu(dev))
         handle, nvml_facts = self._nvml_gpu(bdf)
+        entry["pcie"]["replay_count"] = nvml_facts.pop("pcie_replay_count")
         entry.update(nvml_facts)
         info = {"bdf": bdf, "dev": dev, "chain": chain, "numa": entry["numa_node"], "handle": handle,
                 "nvlink": entry["nvlink"]}
@@ -306,6 +349,7 @@ class _Reader:
             degraded = facts.fact(speed["value"] < max_speed["value"] or width["value"] < max_width["value"], DERIVED)
         pcie = {"link_speed_gts": speed, "link_width": width, "max_link_speed_gts": max_speed,
                 "max_link_width": max_width, "degraded": degraded}
+        pcie.update(self._aer(dev))
         head, cap = dev.express()
         if head is None:
             for key in ("mrrs_bytes", "mps_bytes", "relaxed_ordering"):
@@ -320,6 +364,24 @@ class _Reader:
         pcie["relaxed_ordering"] = facts.fact(bool(devctl & DEVCTL_RELAXED_ORDERING), dev.config_path)
         return pcie
 
+    def _aer(self, dev):
+        """aer_correctable, aer_nonfatal, aer_fatal (totals since boot), aer_counts (by error
+        name, non-zero only) of the GPU, and path_aer: the same totals of every bridge above it
+        that reports them (hw/pci_aer; path_aer_unreported names the others)."""
+        counters = pci_aer.device_counters(self.paths.sys, dev.bdf)
+        found = {"aer_correctable": counters["correctable"], "aer_nonfatal": counters["nonfatal"],
+                 "aer_fatal": counters["fatal"], "aer_counts": counters["counts"]}
+        chain = dev.chain()
+        if not chain:
+            reason = "the PCI path of %s is unknown (its sysfs entry does not resolve under /sys/devices/pci*)" % dev.bdf
+            found["path_aer"] = facts.unknown(DERIVED, reason)
+            found["path_aer_unreported"] = facts.unknown(DERIVED, reason)
+            return found
+        path, unreported = pci_aer.path_counters(self.paths.sys, chain[1:-1])
+        found["path_aer"] = path
+        found["path_aer_unreported"] = facts.fact(unreported, DERIVED)
+        return found
+
     def _iommu(self, dev):
         link = os.path.join(dev.dir, "iommu_group")
         try:
@@ -333,12 +395,13 @@ class _Reader:
 
     def _nvml_gpu(self, bdf):
         """(handle or None, {fact name: envelope}) for every NVML fact of one GPU."""
+        error = None
         try:
             handle, failure = self.nvml.device(bdf), None
         except nvml_mod.NvmlError as exc:
-            handle = None
+            handle, error = None, exc
             failure = str(exc) if exc.code is None else "NVML has no usable handle for %s: %s" % (bdf, exc)
-        found = {}
+        found = {"nvml_status": _nvml_status(handle, failure, error)}
 
         def query(names, function, call, convert):
             """Call once; ``convert(result)`` gives one value per name (a tuple for several)."""
@@ -384,7 +447,15 @@ class _Reader:
         query(["memory_bus_width_bits"], "nvmlDeviceGetMemoryBusWidth", nv.memory_bus_width_bits, lambda v: v)
         query(["memory_max_clock_mhz"], "nvmlDeviceGetMaxClockInfo", nv.memory_max_clock_mhz, lambda v: v)
         found["memory_bandwidth_gbps"] = memory_bandwidth(found["memory_bus_width_bits"], found["memory_max_clock_mhz"])
+        query(["recovery_action"], "nvmlDeviceGetFieldValues", nv.recovery_action, lambda v: v)
+        query(["pcie_replay_count"], "nvmlDeviceGetPcieReplayCounter", nv.pcie_replay_counter, lambda v: v)
+        query(["sram_uncorrected_volatile", "sram_uncorrected_aggregate", "sram_threshold_exceeded"],
+              "nvmlDeviceGetSramEccErrorStatus", nv.sram_ecc_status,
+              lambda v: (v["uncorrected_volatile"], v["uncorrected_aggregate"], v["threshold_exceeded"]))
+        query(["fabric_state", "fabric_status"], "nvmlDeviceGetGpuFabricInfo", nv.fabric_info,
+              lambda v: (v["state"], v["status"]))
         found["nvlink"] = self._nvlinks(handle, failure)
+        found.update(nvlink_counts(found["nvlink"]))
         return handle, found
 
     def _clock_reasons(self, found, handle, failure):
@@ -416,12 +487,22 @@ class _Reader:
         except nvml_mod.NvmlError as exc:
             return facts.unknown(state, str(exc))
         result = []
+        counter_source = "nvml:nvmlDeviceGetNvLinkErrorCounter"
         for link in links:
             entry = {"link": facts.fact(link["link"], state), "active": facts.fact(link["active"], state)}
             for key, source in sources.items():
                 far = link[key]
                 # None: an inactive link has no far end (a known null)
                 entry[key] = facts.unknown(source, str(far)) if isinstance(far, Exception) else facts.fact(far, source)
+            try:
+                counters = self.nvml.nvlink_error_counters(handle, link["link"])
+            except nvml_mod.NvmlError as exc:
+                counters = dict((name, exc) for name in ("replay", "recovery", "crc_flit", "crc_data"))
+            for key, names in (("replay_errors", ("replay",)), ("recovery_errors", ("recovery",)),
+                               ("crc_errors", ("crc_flit", "crc_data"))):
+                bad = [counters.get(name) for name in names if not isinstance(counters.get(name), int)]
+                entry[key] = (facts.unknown(counter_source, str(bad[0])) if bad
+                              else facts.fact(sum(counters[name] for name in names), counter_source))
             result.append(entry)
         return result
 
@@ -620,6 +701,28 @@ class _Reader:
         return facts.unknown(nvlink_answer["source"], nvlink_answer["unknown"])
 
     # ---------------------------------------------------------------- driver
+
+    def health(self):
+        """The node's health facts (docs/facts.md, "Health"): NVIDIA GPUs on the PCI bus and the
+        driver's count of them, the XID events since boot (hw/kernel_log), and per GPU model the
+        most NVLinks any of its GPUs here has active (what a peer with fewer is missing).
+        The per-GPU health facts are in ``gpus``."""
+        if self.gpu_bdfs is None:
+            pci = facts.unknown(self.devices_dir, self.scan_error)
+        else:
+            pci = facts.fact(len(self.gpu_bdfs), self.devices_dir)
+        try:
+            driver = facts.fact(self.nvml.device_count(), "nvml:nvmlDeviceGetCount_v2")
+        except nvml_mod.NvmlError as exc:
+            driver = facts.unknown("nvml:nvmlDeviceGetCount_v2", str(exc))
+        most = {}
+        for entry in self._entries:
+            model, active = facts.value(entry["device_id"]), facts.value(entry.get("nvlink_active"))
+            if model is not None and active is not None:
+                most[model] = max(most.get(model, 0), active)
+        found = {"gpus_pci": pci, "gpus_driver": driver, "nvlink_most": facts.fact(most, DERIVED)}
+        found.update(kernel_log.gather(self.paths.root, self.gpu_bdfs or ()))
+        return found
 
     def driver(self):
         proc, sys_root = self.paths.proc, self.paths.sys

@@ -17,6 +17,14 @@ busIdLegacy[16], five unsigned ints (domain, bus, device, pciDeviceId, pciSubSys
 busId[32] ("%08X:%02X:%02X.0"); nvmlBAR1Memory_t is three unsigned long long (total, free,
 used, bytes); power values are milliwatts; nvmlEnableState_t is 0 disabled, 1 enabled. The
 functions have no argtypes here: every argument is passed as the ctypes type nvml.h declares.
+
+The health queries (the recovery action NVML asks for, PCIe replays, NVLink error counters,
+SRAM ECC, the NVLink fabric probe) use nvml.h's nvmlFieldValue_t (two unsigned int, two long
+long, two int-sized enums, the 8-byte union nvmlValue_t: 40 bytes on LP64),
+nvmlEccSramErrorStatus_v1_t (unsigned int version, eleven unsigned long long, unsigned int
+bThresholdExceeded: 104 bytes with padding, version 104 | 1 << 24) and the unversioned
+nvmlGpuFabricInfo_t (unsigned char clusterUuid[16], nvmlReturn_t status, unsigned int cliqueId,
+unsigned char state: 28 bytes).
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_INSUFFICIENT_SIZE = 7
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 # nvmlReturn_t (nvml.h), for messages: NVML's own text comes from nvmlErrorString.
 ERROR_NAMES = {
     1: "NVML_ERROR_UNINITIALIZED", 2: "NVML_ERROR_INVALID_ARGUMENT", 3: "NVML_ERROR_NOT_SUPPORTED",
@@ -85,6 +95,37 @@ CLOCK_EVENT_REASONS = (
 )
 
 
+# nvmlValueType_t: which member of nvmlValue_t a field value is read through.
+NVML_VALUE_TYPE_DOUBLE = 0
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
+NVML_VALUE_TYPE_UNSIGNED_LONG = 2
+NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+NVML_VALUE_TYPE_SIGNED_INT = 5
+NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+VALUE_MEMBERS = {
+    NVML_VALUE_TYPE_DOUBLE: "dVal", NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal", NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal", NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+    NVML_VALUE_TYPE_SIGNED_INT: "siVal", NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+}
+
+# NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (a field id of nvml.h, R575 and later) and its values,
+# nvmlDeviceGpuRecoveryAction_t.
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+RECOVERY_ACTIONS = {0: "none", 1: "gpu_reset", 2: "node_reboot", 3: "drain_p2p", 4: "drain_and_reset",
+                    5: "recover_imex_domain"}
+
+# nvmlNvLinkErrorCounter_t (NVML_NVLINK_ERROR_DL_*), named as the facts name them.
+NVLINK_ERROR_COUNTERS = (("replay", 0), ("recovery", 1), ("crc_flit", 2), ("crc_data", 3))
+# Codes that say nothing about one counter: the GPU, the library or NVML itself is gone.
+_WHOLE_QUERY_FAILURES = (None, NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_GPU_IS_LOST)
+
+# NVML_GPU_FABRIC_STATE_* (nvmlGpuFabricState_t, an unsigned char).
+NVML_GPU_FABRIC_UUID_LEN = 16
+NVML_GPU_FABRIC_STATE_COMPLETED = 3
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
+
 class PciInfo(ctypes.Structure):
     """nvmlPciInfo_t (nvml.h, the struct of nvmlDeviceGetPciInfo_v3 and
     nvmlDeviceGetNvLinkRemotePciInfo_v2)."""
@@ -103,6 +144,69 @@ class Bar1Memory(ctypes.Structure):
     """nvmlBAR1Memory_t (bytes)."""
     _fields_ = [("bar1Total", ctypes.c_ulonglong), ("bar1Free", ctypes.c_ulonglong),
                 ("bar1Used", ctypes.c_ulonglong)]
+
+
+class Value(ctypes.Union):
+    """nvmlValue_t: one of seven types, which nvmlFieldValue_t.valueType names."""
+    _fields_ = [
+        ("dVal", ctypes.c_double),
+        ("siVal", ctypes.c_int),
+        ("uiVal", ctypes.c_uint),
+        ("ulVal", ctypes.c_ulong),
+        ("ullVal", ctypes.c_ulonglong),
+        ("sllVal", ctypes.c_longlong),
+        ("usVal", ctypes.c_ushort),
+    ]
+
+
+class FieldValue(ctypes.Structure):
+    """nvmlFieldValue_t (nvmlDeviceGetFieldValues): fieldId and scopeId are set by the caller,
+    the rest by NVML; ``value`` is valid only where ``nvmlReturn`` is NVML_SUCCESS. The two
+    enums (nvmlValueType_t, nvmlReturn_t) are int-sized."""
+    _fields_ = [
+        ("fieldId", ctypes.c_uint),
+        ("scopeId", ctypes.c_uint),
+        ("timestamp", ctypes.c_longlong),    # microseconds since 1970
+        ("latencyUsec", ctypes.c_longlong),
+        ("valueType", ctypes.c_int),
+        ("nvmlReturn", ctypes.c_int),
+        ("value", Value),
+    ]
+
+
+class EccSramErrorStatus(ctypes.Structure):
+    """nvmlEccSramErrorStatus_v1_t (nvmlDeviceGetSramEccErrorStatus); ``version`` must be
+    set to struct_version(EccSramErrorStatus, 1) before the call."""
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("aggregateUncParity", ctypes.c_ulonglong),
+        ("aggregateUncSecDed", ctypes.c_ulonglong),
+        ("aggregateCor", ctypes.c_ulonglong),
+        ("volatileUncParity", ctypes.c_ulonglong),
+        ("volatileUncSecDed", ctypes.c_ulonglong),
+        ("volatileCor", ctypes.c_ulonglong),
+        ("aggregateUncBucketL2", ctypes.c_ulonglong),
+        ("aggregateUncBucketSm", ctypes.c_ulonglong),
+        ("aggregateUncBucketPcie", ctypes.c_ulonglong),
+        ("aggregateUncBucketMcu", ctypes.c_ulonglong),
+        ("aggregateUncBucketOther", ctypes.c_ulonglong),
+        ("bThresholdExceeded", ctypes.c_uint),
+    ]
+
+
+class GpuFabricInfo(ctypes.Structure):
+    """nvmlGpuFabricInfo_t, the unversioned (v1) struct of nvmlDeviceGetGpuFabricInfo."""
+    _fields_ = [
+        ("clusterUuid", ctypes.c_ubyte * NVML_GPU_FABRIC_UUID_LEN),
+        ("status", ctypes.c_int),      # nvmlReturn_t; meaningful only once state is completed
+        ("cliqueId", ctypes.c_uint),
+        ("state", ctypes.c_ubyte),     # nvmlGpuFabricState_t
+    ]
+
+
+def struct_version(struct, version):
+    """nvml.h's NVML_STRUCT_VERSION(data, ver): sizeof(struct) | ver << 24."""
+    return ctypes.sizeof(struct) | version << 24
 
 
 class NvmlError(Exception):
@@ -402,6 +506,119 @@ class Nvml:
         level = ctypes.c_int(-1)
         self._call("nvmlDeviceGetTopologyCommonAncestor", dev_a, dev_b, ctypes.byref(level))
         return TOPOLOGY_NAMES.get(level.value, "level_%d" % level.value)
+
+    # ------------------------------------------------------------------ health and error counters
+
+    def device_count(self):
+        """How many GPUs the driver has (nvmlDeviceGetCount_v2), those NVML may not open
+        included. Raises NvmlError."""
+        return self._uint("nvmlDeviceGetCount_v2")
+
+    def field_values(self, dev, requests):
+        """nvmlDeviceGetFieldValues for ``requests``, a list of (field id, scope id): one answer
+        per request, in order, each the value (int, or float for NVML_VALUE_TYPE_DOUBLE: read
+        through the nvmlValue_t member that the entry's valueType names) or an NvmlError
+        instance when that entry's nvmlReturn is not NVML_SUCCESS (function
+        nvmlDeviceGetFieldValues, the entry's code, the field named in the text) or its
+        valueType is not one nvml.h defines (code NVML_SUCCESS). Raises NvmlError when the call
+        itself fails. An empty list answers [] without a call."""
+        requests = list(requests)
+        if not requests:
+            return []
+        values = (FieldValue * len(requests))()
+        for entry, (field_id, scope_id) in zip(values, requests):
+            entry.fieldId = field_id
+            entry.scopeId = scope_id
+        self._call("nvmlDeviceGetFieldValues", dev, ctypes.c_int(len(requests)), values)
+        return [self._field_answer(entry) for entry in values]
+
+    def _field_answer(self, entry):
+        function = "nvmlDeviceGetFieldValues"
+        where = "field %d (scope %d)" % (entry.fieldId, entry.scopeId)
+        if entry.nvmlReturn != NVML_SUCCESS:
+            return NvmlError(function, entry.nvmlReturn, "%s: %s" % (where, self.error_text(entry.nvmlReturn)))
+        member = VALUE_MEMBERS.get(entry.valueType)
+        if member is None:
+            return NvmlError(function, NVML_SUCCESS, "%s answers value type %d, which nvml.h does not define" % (
+                where, entry.valueType))
+        return getattr(entry.value, member)
+
+    def recovery_action(self, dev):
+        """What the driver asks for to recover this GPU (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION,
+        nvmlDeviceGpuRecoveryAction_t): none, gpu_reset, node_reboot, drain_p2p, drain_and_reset,
+        recover_imex_domain, or ``action_N`` for a value nvml.h does not name.
+
+        Raises NvmlError when the call fails or the field answers an error: drivers before R575
+        do not know the field and answer NVML_ERROR_NOT_SUPPORTED or NVML_ERROR_INVALID_ARGUMENT
+        for it (the code is kept, so the caller can say "not reported by this driver")."""
+        answer = self.field_values(dev, [(NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 0)])[0]
+        if isinstance(answer, NvmlError):
+            raise answer
+        return RECOVERY_ACTIONS.get(answer, "action_%s" % answer)
+
+    def pcie_replay_counter(self, dev):
+        """PCIe replays of this GPU's link since the driver loaded (nvmlDeviceGetPcieReplayCounter,
+        a count). Raises NvmlError."""
+        return self._uint("nvmlDeviceGetPcieReplayCounter", dev)
+
+    def nvlink_error_counters(self, dev, link):
+        """``{"replay", "recovery", "crc_flit", "crc_data"}`` of one NVLink link (counts,
+        nvmlDeviceGetNvLinkErrorCounter with NVML_NVLINK_ERROR_DL_REPLAY, _RECOVERY, _CRC_FLIT,
+        _CRC_DATA).
+
+        A counter that cannot be read is that key's answer, an NvmlError instance: Blackwell and
+        later answer NOT_SUPPORTED for all four (nvml.h points NVLink5 to the field values
+        NVML_FI_DEV_NVLINK_COUNT_*), a link the GPU lacks INVALID_ARGUMENT. Raises NvmlError
+        only where the answer is about more than a counter: NVML not loaded, the function
+        missing (FUNCTION_NOT_FOUND), the GPU lost (GPU_IS_LOST)."""
+        counters = {}
+        for key, counter in NVLINK_ERROR_COUNTERS:
+            value = ctypes.c_ulonglong(0)
+            try:
+                self._call("nvmlDeviceGetNvLinkErrorCounter", dev, ctypes.c_uint(link), ctypes.c_int(counter),
+                           ctypes.byref(value))
+            except NvmlError as exc:
+                if exc.code in _WHOLE_QUERY_FAILURES:
+                    raise
+                counters[key] = exc
+                continue
+            counters[key] = value.value
+        return counters
+
+    def sram_ecc_status(self, dev):
+        """SRAM ECC errors (nvmlDeviceGetSramEccErrorStatus, nvmlEccSramErrorStatus_v1_t; counts):
+        ``uncorrected_volatile`` and ``uncorrected_aggregate`` (parity + SEC-DED),
+        ``corrected_volatile``, ``corrected_aggregate``, and ``threshold_exceeded`` (the field
+        diagnostic's error threshold). Raises NvmlError: NOT_SUPPORTED before Ampere,
+        NO_PERMISSION without root, ARGUMENT_VERSION_MISMATCH from a library that wants another
+        struct version."""
+        status = EccSramErrorStatus()
+        status.version = struct_version(EccSramErrorStatus, 1)
+        self._call("nvmlDeviceGetSramEccErrorStatus", dev, ctypes.byref(status))
+        return {
+            "uncorrected_volatile": status.volatileUncParity + status.volatileUncSecDed,
+            "uncorrected_aggregate": status.aggregateUncParity + status.aggregateUncSecDed,
+            "corrected_volatile": status.volatileCor,
+            "corrected_aggregate": status.aggregateCor,
+            "threshold_exceeded": bool(status.bThresholdExceeded),
+        }
+
+    def fabric_info(self, dev):
+        """The GPU's registration with the NVLink fabric (nvmlDeviceGetGpuFabricInfo, the
+        unversioned nvmlGpuFabricInfo_t; Hopper and later): ``state`` not_supported,
+        not_started, in_progress, completed or ``state_N``; ``status`` the probe's result, "ok"
+        or the nvmlReturn_t name (``error_N`` for an unlisted code), and None until the state is
+        completed (nvml.h: status "must be checked only if state returns complete").
+
+        Raises NvmlError: NOT_SUPPORTED on a GPU without fabric support (before Hopper),
+        FUNCTION_NOT_FOUND in a library without the function (older ones; nvml.h of NVML 13
+        marks it deprecated in favour of nvmlDeviceGetGpuFabricInfoV)."""
+        info = GpuFabricInfo()
+        self._call("nvmlDeviceGetGpuFabricInfo", dev, ctypes.byref(info))
+        status = None
+        if info.state == NVML_GPU_FABRIC_STATE_COMPLETED:
+            status = "ok" if info.status == NVML_SUCCESS else ERROR_NAMES.get(info.status, "error_%d" % info.status)
+        return {"state": FABRIC_STATES.get(info.state, "state_%d" % info.state), "status": status}
 
     def driver_version(self):
         buf = ctypes.create_string_buffer(DRIVER_VERSION_BUFFER)

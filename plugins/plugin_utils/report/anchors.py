@@ -23,7 +23,7 @@ import unicodedata
 
 _HEADING = re.compile(r"(#{1,6})[ \t]+(.*?)[ \t#]*\Z")
 _RULE_AT_END = re.compile(r"\(`([^`]+)`(?:, [^)]*)?\)\Z")
-_SEVERITY_HEAD = re.compile(r"(P[0-9]):")
+_SEVERITY_HEAD = re.compile(r"(H|P[0-9]):")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])|&(?:amp|lt|gt|quot);")
 
 SECTIONS = {"Findings": "findings", "Unknown": "unknown", "Already optimal": "optimal",

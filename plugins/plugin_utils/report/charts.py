@@ -36,8 +36,8 @@ _GREEN_LIGHT, _GREEN_DARK = (214, 240, 222), (24, 128, 56)
 _BLUE_LIGHT, _BLUE_DARK = (225, 236, 250), (26, 86, 170)
 _GREY_LIGHT, _GREY_DARK = (236, 238, 241), (96, 108, 122)
 VERDICT_CLASS = {"better": "v-better", "worse": "v-worse", "no measurable change": "v-same"}
-STATUS_CLASS = {"tuned": "st-tuned", "unchanged": "st-unchanged", "failed": "st-failed",
-                "unreachable": "st-unreachable", "untouched": "st-untouched"}
+STATUS_CLASS = {"tuned": "st-tuned", "unchanged": "st-unchanged", "quarantined": "st-quarantined",
+                "failed": "st-failed", "unreachable": "st-unreachable", "untouched": "st-untouched"}
 
 
 def _e(text):

@@ -15,6 +15,9 @@ shape them, never guessed:
   ``benchmark-after.json`` (inference_benchmark's result: levels with min/median/max per figure);
 - ``<host>/experiments.json`` (the experiments role's record through experiment_summary:
   the launch flags tried one at a time, each kept or rolled back, issue 37);
+- ``<host>/health.json`` (the action health_judge: plugin_utils/health_verdict.py's verdict,
+  ``status`` healthy, degraded or quarantined, ``actions`` heaviest first, ``findings`` of
+  severity H with their ``action`` and ``blocking``, ``gpus`` with each GPU's status);
 - ``fleet-audit.json`` (audit_fleet), ``fleet-drift.json`` (host: recorded drift) and
   ``rollout-<run id>.json`` (rollout_result: batches, batch_outcomes, hosts, verdict).
 
@@ -31,7 +34,8 @@ with a note and never blocks the reader. Files are read up to MAX_FILE_BYTES.
 
 ``collect(root)`` does the reading (``root_fd``: a descriptor of the folder already opened, as
 the fleet_report action passes the one it writes the page through); ``host_model``,
-``p2p_model``, ``benchmark_model``, ``experiments_model`` and ``rollout_model`` are pure functions of the loaded data,
+``p2p_model``, ``benchmark_model``, ``experiments_model``, ``health_model``, ``health_summary`` and
+``rollout_model`` are pure functions of the loaded data,
 so the tests give them shapes directly.
 Nothing reads the clock: the same folder gives the same model.
 """
@@ -46,17 +50,18 @@ import re
 import stat
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_rules import SEVERITIES
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.experiments_report import figure_value
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.health_verdict import STATUSES as HEALTH_STATUSES
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import anchors as anchors_mod
 from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import stats
 
 MAX_FILE_BYTES = 64 << 20
-SEVERITIES = ("P0", "P1", "P2")
-HOST_FILES = ("audit.json", "system-improve.md", "verify.json", "benchmark.json", "benchmark-before.json",
-              "benchmark-after.json", "experiments.json")
-# Files of a host's folder the page links to when they are there.
-LINKED_FILES = ("system-improve.md", "audit.json", "verify.json", "verify.previous.json", "benchmark.md", "benchmark.json",
-                "experiments.md", "experiments.json")
+HOST_FILES = ("health.json", "audit.json", "system-improve.md", "verify.json", "benchmark.json",
+              "benchmark-before.json", "benchmark-after.json", "experiments.json")
+# Files of a host's folder the page links to when they are there (the health first).
+LINKED_FILES = ("health.json", "system-improve.md", "audit.json", "verify.json", "verify.previous.json", "benchmark.md",
+                "benchmark.json", "experiments.md", "experiments.json")
 ROLLOUT_FILE = re.compile(r"rollout-([A-Za-z0-9._-]+)\.json\Z")
 _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 
@@ -247,6 +252,7 @@ def _collect(reader):
             if not any(reader.has(os.path.join(name, f)) for f in HOST_FILES):
                 continue
             loaded = {
+                "health": reader.json(os.path.join(name, "health.json")),
                 "audit": reader.json(os.path.join(name, "audit.json")),
                 "report": reader.text(os.path.join(name, "system-improve.md")),
                 "verify": reader.json(os.path.join(name, "verify.json")),
@@ -258,6 +264,9 @@ def _collect(reader):
             if loaded["experiments"] is not None and not isinstance(loaded["experiments"].get("candidates"), list):
                 reader.note(os.path.join(name, "experiments.json"), "not an experiments record (no candidates list)")
                 loaded["experiments"] = None
+            if loaded["health"] is not None and not isinstance(loaded["health"].get("status"), str):
+                reader.note(os.path.join(name, "health.json"), "not a health verdict (no status)")
+                loaded["health"] = None
             host = _host_name(name, loaded)
             links = [f for f in LINKED_FILES if reader.is_file(os.path.join(name, f))]
             hosts[host] = dict(loaded, folder=name, files=links)
@@ -274,7 +283,7 @@ def _collect(reader):
 
 
 def _host_name(folder, loaded):
-    for key in ("audit", "verify", "benchmark", "after", "before", "experiments"):
+    for key in ("health", "audit", "verify", "benchmark", "after", "before", "experiments"):
         name = (loaded.get(key) or {}).get("host")
         if isinstance(name, str) and name:
             return name
@@ -289,8 +298,8 @@ def natural_key(name):
 
 
 def fleet_model(hosts, fleet_audit=None, fleet_drift=None, rollouts=()):
-    """The model from loaded records: ``hosts`` maps a name to {folder, audit, report, verify,
-    benchmark, before, after, experiments} (any of them None)."""
+    """The model from loaded records: ``hosts`` maps a name to {folder, health, audit, report,
+    verify, benchmark, before, after, experiments} (any of them None)."""
     rollout = None
     older = []
     ordered = sorted((r for r in rollouts if isinstance(r, dict)), key=_rollout_key)
@@ -319,6 +328,7 @@ def fleet_model(hosts, fleet_audit=None, fleet_drift=None, rollouts=()):
     times = sorted(t for m in models for t in m["times"] if isinstance(t, str))
     return {
         "hosts": models,
+        "health": health_summary(models),
         "columns": finding_columns(models),
         "rollout": rollout,
         "older_rollouts": older,
@@ -380,18 +390,20 @@ def _sev_rank(severity):
 
 def host_model(name, loaded, fleet_drift=None, rollout=None, fleet_row=None, fleet_findings=None):
     """One host of the page from its loaded records (each may be None)."""
+    health = health_model(loaded.get("health"))
     audit = audit_model(loaded.get("audit"), loaded.get("report"), fleet_row, fleet_findings)
     verify = verify_model(loaded.get("verify"))
     bench = benchmark_model(loaded.get("benchmark"), loaded.get("before"), loaded.get("after"))
     experiments = experiments_model(loaded.get("experiments"))
     drift = _drift(fleet_drift, verify)
-    times = [t for t in ((audit or {}).get("time"), (verify or {}).get("time"),
+    times = [t for t in ((health or {}).get("time"), (audit or {}).get("time"), (verify or {}).get("time"),
                          (bench or {}).get("after_time"), (bench or {}).get("before_time"),
                          (experiments or {}).get("time_finished"), (experiments or {}).get("time_started")) if t]
     model = {
         "name": name,
         "folder": loaded.get("folder"),
         "files": list(loaded.get("files") or []),
+        "health": health,
         "audit": audit,
         "verify": verify,
         "p2p": (verify or {}).get("p2p") or p2p_model(None, why="no verify.json" if verify is None else None),
@@ -816,9 +828,100 @@ def experiments_model(record):
     }
 
 
+# ------------------------------------------------------------------------------ health
+
+def _list_of(value):
+    return value if isinstance(value, list) else []
+
+
+def _int(value):
+    """An integer of a record, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _int_or(value, default):
+    return default if _int(value) is None else value
+
+
+def _health_finding(entry):
+    rule = _text(entry.get("rule")) or "?"
+    return {"rule": rule, "severity": _text(entry.get("severity")), "title": _text(entry.get("title")) or rule,
+            "item": _text(entry.get("item")), "message": _text(entry.get("message")) or "",
+            "action": _text(entry.get("action")), "blocking": entry.get("blocking") is True}
+
+
+def health_model(record):
+    """A host's health.json as the page shows it: the status (the record's word, which the page
+    colours only when it is one of healthy, degraded, quarantined), the actions heaviest first,
+    the findings (each with its action and whether it blocks), the rules not judged and each
+    GPU's status. Every key read with a default; None when there is no record (or no status)."""
+    if not isinstance(record, dict) or not isinstance(record.get("status"), str):
+        return None
+    counts = record.get("counts") if isinstance(record.get("counts"), dict) else {}
+    findings = [_health_finding(f) for f in _list_of(record.get("findings")) if isinstance(f, dict)]
+    unknown = [{"rule": _text(u.get("rule")) or "?", "title": _text(u.get("title")) or _text(u.get("rule")) or "?",
+                "item": _text(u.get("item")), "reasons": [str(r) for r in _list_of(u.get("reasons"))]}
+               for u in _list_of(record.get("unknown")) if isinstance(u, dict)]
+    gpus = [{"index": _int(g.get("index")), "bdf": _text(g.get("bdf")), "name": _text(g.get("name")),
+             "status": _text(g.get("status")) or "?", "actions": [str(a) for a in _list_of(g.get("actions"))],
+             "findings": [str(f) for f in _list_of(g.get("findings"))]}
+            for g in _list_of(record.get("gpus")) if isinstance(g, dict)]
+    actions = [str(a) for a in _list_of(record.get("actions")) if isinstance(a, str)]
+    blocking = record.get("blocking") is True
+    return {
+        "status": record["status"],
+        "time": _text(record.get("time")),
+        "phase": _text(record.get("phase")),
+        "policy": _text(record.get("policy")),
+        "blocking": blocking,
+        "quarantine": record.get("quarantine") is True,
+        "tuned_anyway": blocking and record.get("quarantine") is False,
+        "actions": actions,
+        "counts": {"findings": _int_or(counts.get("findings"), len(findings)),
+                   "blocking": _int_or(counts.get("blocking"), sum(1 for f in findings if f["blocking"])),
+                   "unknown": _int_or(counts.get("unknown"), len(unknown))},
+        "findings": findings,
+        "unknown": unknown,
+        "gpus": gpus,
+    }
+
+
+def health_summary(hosts):
+    """The fleet's health for the top of the page: hosts per health status (``other``: a status
+    outside healthy, degraded, quarantined; ``not_judged``: no health.json), and the quarantined,
+    degraded and other hosts, each with its actions, worst first."""
+    counts = dict((status, 0) for status in HEALTH_STATUSES)
+    counts.update(other=0, not_judged=0)
+    listed = dict((key, []) for key in ("quarantined", "degraded", "other"))
+    for host in hosts:
+        health = host.get("health")
+        if not health:
+            counts["not_judged"] += 1
+            continue
+        key = health["status"] if health["status"] in HEALTH_STATUSES else "other"
+        counts[key] += 1
+        if key != "healthy":
+            listed[key].append({"name": host["name"], "id": host.get("id"), "status": health["status"],
+                                "actions": list(health["actions"]), "phase": health["phase"],
+                                "policy": health["policy"], "tuned_anyway": health["tuned_anyway"],
+                                "findings": len(health["findings"])})
+    counts["total"] = len(hosts)
+    return dict(listed, counts=counts, judged=counts["total"] - counts["not_judged"])
+
+
 # ------------------------------------------------------------------------------ rollout
 
-HOST_STATUSES = ("tuned", "unchanged", "failed", "unreachable", "untouched")
+HOST_STATUSES = ("tuned", "unchanged", "quarantined", "failed", "unreachable", "untouched")
+
+
+def _rollout_health(health):
+    """A rollout host's ``health`` (the rollout's cut of the verdict), or None."""
+    if not isinstance(health, dict) or not isinstance(health.get("status"), str):
+        return None
+    return {"status": health["status"], "policy": _text(health.get("policy")), "phase": _text(health.get("phase")),
+            "blocking": health.get("blocking") is True,
+            "actions": [str(a) for a in _list_of(health.get("actions")) if isinstance(a, str)],
+            "findings": [_health_finding(f) for f in _list_of(health.get("findings")) if isinstance(f, dict)]}
 
 
 def rollout_model(record):
@@ -849,6 +952,7 @@ def rollout_model(record):
             "changes": len(host.get("changes") or []),
             "drift": len(host.get("drift") or []),
             "verify_failures": [str(v) for v in host.get("verify_failures") or []],
+            "health": _rollout_health(host.get("health")),
         }
     last_ran = stopped or len(batches)
     outcomes = dict((o.get("batch"), o) for o in record.get("batch_outcomes") or [] if isinstance(o, dict))
@@ -891,7 +995,7 @@ def rollout_model(record):
 
 # ------------------------------------------------------------------------------ attention
 
-NOTABLE_ONLY = ("P0 findings",)
+NOTABLE_ONLY = ("H findings", "P0 findings", "health degraded")
 
 
 def needs_a_look(host):
@@ -903,6 +1007,11 @@ def attention(host):
     """Why a host needs a look, worst first: short words for its badges."""
     out = []
     rollout = host.get("rollout") or {}
+    health = host.get("health") or {}
+    if health.get("status") == "quarantined" or rollout.get("status") == "quarantined":
+        out.append("quarantined")
+    elif health.get("status") == "degraded":
+        out.append("health degraded")
     if rollout.get("status") in ("failed", "unreachable"):
         out.append("rollout " + rollout["status"])
     verify = host.get("verify") or {}
@@ -919,6 +1028,8 @@ def attention(host):
     if verify.get("comparison", {}).get("regressions"):
         out.append("P2P regression")
     audit = host.get("audit") or {}
+    if (audit.get("counts") or {}).get("H") and not health:
+        out.append("H findings")
     if (audit.get("counts") or {}).get("P0"):
         out.append("P0 findings")
     return out

@@ -3,13 +3,16 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet page: one self-contained HTML file from the model report/collect.py makes.
 
-What people look at after a tune or rollout run, in the order they ask: which hosts need a
-look and why; the findings grid (hosts x findings, coloured by severity, each cell a link to
-that finding in the host's system-improve.md); the rollout (canary, batches, failures, reverts,
-hosts not touched); what drifted since the previous run; then each host: its P2P matrices as
-heatmaps against the floor each pair was judged by, its benchmark before and after the tuning
-with the noise band and the efficiency against the ceiling, and its serving experiments (the
-launch flags tried one at a time, each kept or rolled back).
+What people look at after a tune or rollout run, in the order they ask: the fleet's health
+first (hosts healthy, degraded, quarantined for their hardware, from each host's health.json,
+the quarantined ones named with their actions); which hosts need a look and why; the findings
+grid (hosts x findings, coloured by severity, H its own colour, each cell a link to that finding
+in the host's system-improve.md); the rollout (canary, batches, quarantined hosts, failures,
+reverts, hosts not touched); what drifted since the previous run; then each host, its health
+line first: its P2P matrices as heatmaps against the floor each pair was judged by, its
+benchmark before and after the tuning with the noise band and the efficiency against the
+ceiling, and its serving experiments (the launch flags tried one at a time, each kept or rolled
+back).
 
 One file, nothing fetched: the stylesheet is inline, the charts are inline SVG (charts.py), and
 there is no script at all (sections fold with ``<details>``), so the page opens from a file
@@ -21,8 +24,9 @@ Every text of the model comes from records on the controller that node output fi
 data, never markup: render() first cleans every string of the model (node_text: no control or
 bidi character, bounded length), and each value is placed with html.escape(quote=True), in
 text and in double-quoted attributes alike; a class or an id is never a value (a severity
-outside P0-P2 is the "unknown" class, an experiment's status outside the known ones a plain
-badge, an id is collect's ``host-N`` kept to [A-Za-z0-9_-]). A
+outside H and P0-P2 is the "unknown" class, a health status outside healthy, degraded and
+quarantined the neutral "hs-unk", an experiment's status outside the known ones a plain badge,
+an id is collect's ``host-N`` kept to [A-Za-z0-9_-]). A
 link is either a fragment of this page or one of the collection's own relative paths: a host's
 folder (the artifacts folder's entry, artifact_dir's encoding) and a fixed file name, or a
 rollout-<run id>.md beside the page, each URL-quoted; no value goes into a <script>, <style> or
@@ -43,8 +47,13 @@ from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report import char
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.report.collect import BENCH_PANELS, MATRICES, needs_a_look
 
 TITLE = "GPU fleet report"
-SEVERITY_WORDS = {"P0": "P0: high impact, fixable now", "P1": "P1: needs a reboot or a bigger change",
+SEVERITY_WORDS = {"H": "H: health, the hardware or the driver needs an action",
+                  "P0": "P0: high impact, fixable now", "P1": "P1: needs a reboot or a bigger change",
                   "P2": "P2: minor"}
+# A health verdict's status: its badge's class (anything else is hs-unk, never the record's word).
+HEALTH_CLASS = {"healthy": "hs-healthy", "degraded": "hs-degraded", "quarantined": "hs-quarantined"}
+HEALTH_PHASES = {"before": "before the tuning", "after_reboot": "after the reboot",
+                 "after_failure": "again after a failure", "audit": "by the audit"}
 PANEL_TITLES = {"decode": "Decode tokens/s per stream", "ttft": "Time to first token (one stream)",
                 "itl": "Inter-token latency (one stream)"}
 FIGURE_LABELS = {"decode_tokens_per_s": "decode tokens/s", "output_tokens_per_s": "output tokens/s",
@@ -78,8 +87,12 @@ nav a{margin-right:12px}
 .tile b{display:block;font-size:20px}
 .badge{display:inline-block;border-radius:10px;padding:0 7px;margin:1px 2px;font-size:12px;font-weight:600;
 background:#eaeef2;color:#1f2328;white-space:nowrap}
+.b-H,.s-H{background:#6a1b9a;color:#fff}
 .b-P0,.s-P0{background:#c62828;color:#fff}.b-P1,.s-P1{background:#ef6c00;color:#fff}
 .b-P2,.s-P2{background:#f9d77e;color:#3b2f00}.b-unk,.s-unk{background:#cfd6de;color:#1f2328}
+.hs-healthy{background:#1e8e3e;color:#fff}.hs-degraded{background:#f9a825;color:#3b2f00}
+.hs-quarantined{background:#c62828;color:#fff}.hs-unk{background:#cfd6de;color:#1f2328}
+.health-host{margin:4px 0 8px}.health-host ul{margin:2px 0}
 .b-bad{background:#c62828;color:#fff}.b-warn{background:#ef6c00;color:#fff}.b-ok{background:#1e8e3e;color:#fff}
 table{border-collapse:collapse;background:#fff;overflow-wrap:normal}
 th,td{border:1px solid #d8dee4;padding:3px 6px;text-align:left;vertical-align:top}
@@ -128,6 +141,7 @@ svg .box.ok{stroke:#1e8e3e}svg .box.bad{stroke:#c62828}svg .box.notrun{stroke:#8
 svg .sq{stroke:#fff}
 svg .st-tuned,.chip.st-tuned{fill:#1e8e3e;background:#1e8e3e;color:#fff}
 svg .st-unchanged,.chip.st-unchanged{fill:#7cb88f;background:#7cb88f;color:#0b2912}
+svg .st-quarantined,.chip.st-quarantined{fill:#6a1b9a;background:#6a1b9a;color:#fff}
 svg .st-failed,.chip.st-failed{fill:#c62828;background:#c62828;color:#fff}
 svg .st-unreachable,.chip.st-unreachable{fill:#ef6c00;background:#ef6c00;color:#fff}
 svg .st-untouched,.chip.st-untouched{fill:#d0d7de;background:#d0d7de;color:#1f2328}
@@ -162,8 +176,13 @@ def _id(value):
 
 
 def _sev(severity):
-    """The class suffix of a severity: P0, P1, P2 or unk, never the record's text."""
+    """The class suffix of a severity: H, P0, P1, P2 or unk, never the record's text."""
     return severity if severity in SEVERITY_WORDS else "unk"
+
+
+def _health_badge(status):
+    """A health status's badge: coloured for healthy, degraded, quarantined; neutral otherwise."""
+    return '<span class="badge %s">%s</span>' % (HEALTH_CLASS.get(status, "hs-unk"), _e(status))
 
 
 def _count(value):
@@ -185,8 +204,9 @@ def host_href(host, name):
 def _badges(words):
     out = []
     for word in words:
-        cls = "b-bad" if word.startswith(("rollout", "P2P short", "benchmark", "verify")) else \
-            "b-warn" if word in ("drift", "P2P regression") else "b-P0" if word == "P0 findings" else ""
+        cls = "b-bad" if word.startswith(("rollout", "P2P short", "benchmark", "verify", "quarantined")) else \
+            "b-warn" if word in ("drift", "P2P regression", "health degraded") else \
+            "b-P0" if word == "P0 findings" else "b-H" if word == "H findings" else ""
         out.append('<span class="badge %s">%s</span>' % (cls, _e(word)))
     return "".join(out)
 
@@ -204,6 +224,49 @@ def _list(items, limit=LIST_LIMIT):
 
 # ------------------------------------------------------------------------------ sections
 
+def _health_entry(entry):
+    """One host of the fleet's health summary: its link, its badge, its actions."""
+    words = "%s%s" % (", ".join(entry.get("actions") or []) or "no action named",
+                      "; tuned anyway (gpufleet_health_policy %s)" % (entry.get("policy") or "report")
+                      if entry.get("tuned_anyway") else "")
+    if entry.get("phase"):
+        words += "; judged %s" % HEALTH_PHASES.get(entry["phase"], entry["phase"])
+    return '<li data-host="%s"><a href="#%s">%s</a> %s %s</li>' % (
+        _e(entry["name"]), _id(entry.get("id")), _e(entry["name"]), _health_badge(entry["status"]), _e(words))
+
+
+def _health(model):
+    """The fleet's health, first on the page: hosts per health status, the quarantined ones named
+    with their actions (not tuned, not benchmarked, never reverted), then the degraded ones."""
+    summary = model.get("health") or {}
+    counts = summary.get("counts") or {}
+    out = ['<section id="health"><h2>Health</h2>']
+    if not summary.get("judged"):
+        out.append('<p class="box muted" id="health-none">No health.json in the artifacts folder: the health gate '
+                   'has not judged these hosts.</p></section>')
+        return "".join(out)
+    out.append('<div class="tiles">')
+    for status in ("quarantined", "degraded", "healthy"):
+        out.append('<div class="tile" data-tile="health %s"><b>%d</b>%s</div>' % (
+            status, _count(counts.get(status)), _health_badge(status)))
+    if _count(counts.get("other")):
+        out.append('<div class="tile" data-tile="health other"><b>%d</b>%s</div>' % (
+            _count(counts["other"]), _health_badge("another status")))
+    if _count(counts.get("not_judged")):
+        out.append('<div class="tile" data-tile="health not judged"><b>%d</b>not judged</div>'
+                   % _count(counts["not_judged"]))
+    out.append("</div>")
+    for key, head in (("quarantined", "Quarantined for their hardware: not tuned, not benchmarked, never reverted"),
+                      ("degraded", "Degraded: findings that do not block"), ("other", "Another status")):
+        if summary.get(key):
+            out.append('<div class="box" id="health-%s"><b>%s</b><ul>%s</ul></div>' % (
+                key, head, "".join(_health_entry(entry) for entry in summary[key])))
+    if not summary.get("quarantined") and not summary.get("degraded") and not summary.get("other"):
+        out.append('<p class="box" id="health-quarantined">No host quarantined or degraded.</p>')
+    out.append("</section>")
+    return "".join(out)
+
+
 def _summary(model):
     hosts = model["hosts"]
     audited = [h for h in hosts if h.get("audit")]
@@ -214,7 +277,8 @@ def _summary(model):
     drift = [h for h in hosts if "drift" in h["attention"]]
     gate = [h for h in hosts if "benchmark gate failed" in h["attention"]]
     rollout = model.get("rollout")
-    tiles = [("hosts", len(hosts)), ("with P0 findings", worst.get("P0", 0)),
+    with_p0 = sum(1 for h in audited if _count((h["audit"].get("counts") or {}).get("P0")))  # worst may be H
+    tiles = [("hosts", len(hosts)), ("with P0 findings", with_p0),
              ("P2P measured", sum(1 for h in hosts if (h.get("p2p") or {}).get("status") == "measured")),
              ("P2P short", len(short)), ("drifted", len(drift)),
              ("benchmarked", sum(1 for h in hosts if h.get("benchmark"))), ("benchmark gate failed", len(gate)),
@@ -245,7 +309,8 @@ def _grid(model):
     hosts = model["hosts"]
     out = ['<section id="findings"><h2>Findings</h2>',
            '<p class="muted">Hosts x findings of their last audit, coloured by severity '
-           '(<span class="badge s-P0">P0</span> high impact, fixable now; <span class="badge s-P1">P1</span> needs '
+           '(<span class="badge s-H">H</span> health: the hardware or the driver needs an action; '
+           '<span class="badge s-P0">P0</span> high impact, fixable now; <span class="badge s-P1">P1</span> needs '
            'a reboot or a bigger change; <span class="badge s-P2">P2</span> minor; <span class="badge s-unk">?</span> '
            'could not be told). A cell opens that finding in the host\'s system-improve.md; a number is how many '
            'items (GPUs, containers) have it.</p>']
@@ -329,7 +394,7 @@ def _rollout(model):
                    if rollout.get("file") else ""))
     out.append('<div class="scroll" id="rollout-timeline">%s</div>' % charts.timeline(rollout))
     chips = "".join('<span class="chip %s">%s</span>' % (charts.STATUS_CLASS[s], s)
-                    for s in ("tuned", "unchanged", "failed", "unreachable", "untouched"))
+                    for s in ("tuned", "unchanged", "quarantined", "failed", "unreachable", "untouched"))
     out.append('<p class="muted">%s A cross on a square: reverted.</p>' % chips)
     out.append('<div class="scroll"><table id="rollout-batches"><thead><tr><th>batch</th><th>hosts</th><th>outcome</th>'
                '</tr></thead><tbody>')
@@ -343,6 +408,26 @@ def _rollout(model):
         out.append("<tr><td>after their hosts</td><td>%s</td><td></td></tr>" % "".join(
             _chip(name, hosts.get(name, {}), ids) for name in rollout["outside"]))
     out.append("</tbody></table></div>")
+    sick = [(n, h) for n, h in sorted(hosts.items()) if h["status"] == "quarantined"]
+    if sick:
+        out.append('<h3>Quarantined for their hardware</h3><div class="scroll"><table id="rollout-quarantined"><thead><tr>'
+                   '<th>host</th><th>batch</th><th>when</th><th>actions</th><th>findings</th><th>revert</th></tr></thead>'
+                   '<tbody>')
+        for name, host in sick:
+            health = host.get("health") or {}
+            after = host.get("failed_check") not in (None, "health") or bool(host.get("failure"))
+            failure = host.get("failure") or {}
+            step = host.get("failed_check") or failure.get("stage") or failure.get("task") or "a step"
+            when = "after failing %s" % step if after else "before the tuning"
+            out.append('<tr data-host="%s"><td><a href="#%s">%s</a></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>'
+                       '<td>%s</td></tr>' % (
+                           _e(name), _id(ids.get(name)), _e(name), _e(host.get("batch") or ""), _e(when),
+                           _e(", ".join(health.get("actions") or []) or "none named"),
+                           _list(("%s: %s" % (f["item"], f["message"]) if f.get("item") else f["message"])
+                                 for f in health.get("findings") or []),
+                           _e("not reverted: the tuning is kept for the repair (%s)" % _plural(host["changes"], "change")
+                              if host["changes"] else "nothing changed")))
+        out.append("</tbody></table></div>")
     failing = [(n, h) for n, h in sorted(hosts.items()) if h["status"] in ("failed", "unreachable")]
     if failing:
         out.append('<h3>Failures and reverts</h3><div class="scroll"><table id="rollout-failures"><thead><tr><th>host</th>'
@@ -467,11 +552,14 @@ def _since_list(entries):
 
 def _host(host):
     audit = host.get("audit") or {}
+    health = host.get("health")
     worst = audit.get("worst")
     head = '<span class="badge b-%s">%s</span>' % (_sev(worst), _e(worst)) if worst else ""
-    summary = "%s %s%s" % (_e(host["name"]), head, _badges(host["attention"]))
+    words = [w for w in host["attention"] if not health or w not in ("quarantined", "health degraded")]
+    summary = "%s %s%s%s" % (_e(host["name"]), _health_badge(health["status"]) if health else "", head, _badges(words))
     out = ['<details class="host" id="%s" data-host="%s"%s><summary>%s</summary><div class="in">' % (
         _id(host["id"]), _e(host["name"]), " open" if needs_a_look(host) else "", summary)]
+    out.append(_host_health(host))
     out.append(_host_facts(host))
     out.append(_host_rollout(host))
     out.append(_host_verify(host))
@@ -479,6 +567,45 @@ def _host(host):
     out.append(_host_benchmark(host))
     out.append(_host_experiments(host))
     out.append("</div></details>")
+    return "".join(out)
+
+
+def _host_health(host):
+    """The host's health first in its section: the badge, when and under which policy it was
+    judged, its actions, each finding (its action, whether it blocks) and the GPUs at fault."""
+    health = host.get("health")
+    if not health:
+        return '<p class="health-host muted">Health: not judged (no health.json).</p>'
+    line = []
+    if health.get("actions"):
+        line.append("actions: %s" % ", ".join(health["actions"]))
+    judged = "judged %s" % HEALTH_PHASES.get(health.get("phase"), health.get("phase") or "") if health.get("phase") \
+        else "judged"
+    if health.get("time"):
+        judged += " at %s" % health["time"]
+    if health.get("policy"):
+        judged += ", policy %s" % health["policy"]
+    line.append(judged)
+    if health.get("quarantine"):
+        line.append("quarantined: not tuned, not benchmarked, never reverted")
+    elif health.get("tuned_anyway"):
+        line.append("blocking, tuned anyway (gpufleet_health_policy %s)" % (health.get("policy") or "report"))
+    counts = health.get("counts") or {}
+    if _count(counts.get("unknown")):
+        line.append("%s could not be judged" % _plural(_count(counts["unknown"]), "health rule"))
+    out = ['<div class="health-host" id="%s-health">Health %s %s.' % (_id(host["id"]), _health_badge(health["status"]),
+                                                                      _e("; ".join(line)))]
+    findings = ["%s%s (%s%s)" % ("%s: " % f["item"] if f.get("item") else "", f.get("message") or f.get("title") or "",
+                                 f.get("rule"), "; %s%s" % (f["action"], ", blocking" if f.get("blocking") else "")
+                                 if f.get("action") else "") for f in health.get("findings") or []]
+    out.append(_list(findings))
+    sick = ["GPU %s%s: %s (%s)" % ("?" if g.get("index") is None else g["index"],
+                                   " %s" % g["bdf"] if g.get("bdf") else "", g.get("status"),
+                                   ", ".join(g.get("actions") or []) or "no action")
+            for g in health.get("gpus") or [] if g.get("status") != "healthy"]
+    if sick:
+        out.append('<p class="muted">%s.</p>' % _e("; ".join(sick)))
+    out.append("</div>")
     return "".join(out)
 
 
@@ -514,7 +641,10 @@ def _host_rollout(host):
     text = "Rollout: %s" % rollout["status"]
     if rollout.get("batch"):
         text += " in batch %d" % rollout["batch"]
-    if rollout.get("failed_check"):
+    if rollout["status"] == "quarantined":
+        actions = (rollout.get("health") or {}).get("actions") or []
+        text += " for its hardware (%s), not reverted" % (", ".join(actions) or "no action named")
+    if rollout.get("failed_check") and rollout["failed_check"] != "health":
         text += ", failed %s" % rollout["failed_check"]
     failure = rollout.get("failure") or {}
     if failure.get("message"):
@@ -773,10 +903,11 @@ def render(model, title=TITLE):
         '<meta http-equiv="Content-Security-Policy" content="%s">' % CSP,
         '<meta name="generator" content="gpufleet.tuning.fleet_report">',
         "<title>%s</title><style>%s</style></head><body>" % (_e(title), CSS.strip()),
-        '<header><h1>%s</h1><p class="muted">%s%s</p><nav><a href="#findings">Findings</a><a href="#rollout">Rollout</a>'
-        '<a href="#drift">Drift</a><a href="#hosts">Hosts</a></nav></header><main>' % (
+        '<header><h1>%s</h1><p class="muted">%s%s</p><nav><a href="#health">Health</a><a href="#findings">Findings</a>'
+        '<a href="#rollout">Rollout</a><a href="#drift">Drift</a><a href="#hosts">Hosts</a></nav></header><main>' % (
             _e(title), _e(_plural(len(hosts), "host")),
             ", latest record %s" % _e(model["as_of"]) if model.get("as_of") else ""),
+        _health(model),
         _summary(model),
         _grid(model),
         _rollout(model),

@@ -32,7 +32,7 @@ from ansible_collections.gpufleet.tuning.tests.unit.roles.test_host_verify_one_s
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES = os.path.join(REPO, "roles")
-AUDIT_VARS = audit_cases.load_yaml(os.path.join(ROLES, "audit", "vars", "main.yml"))
+AUDIT_VARS = audit_cases.load_yaml(os.path.join(ROLES, "audit", "vars", "main", "main.yml"))
 PLANNED = AUDIT_VARS["__audit_parts"]
 WRITERS = ("ansible.builtin.copy", "ansible.builtin.file", "ansible.builtin.template", "ansible.builtin.lineinfile")
 
@@ -54,7 +54,7 @@ def includes():
 
 def test_the_planned_parts_are_the_host_role_s_by_phase():
     host = audit_cases.load_yaml(os.path.join(ROLES, "host", "vars", "main.yml"))["__host_parts"]
-    assert PLANNED == host, "roles/audit/vars/main.yml __audit_parts must list the host role's parts by phase"
+    assert PLANNED == host, "roles/audit/vars/main/main.yml __audit_parts must list the host role's parts by phase"
     verify = audit_cases.load_yaml(os.path.join(ROLES, "verify", "vars", "main.yml"))["__verify_readback_parts"]
     assert PLANNED["runtime"] == verify
 
@@ -125,9 +125,10 @@ def test_the_audit_writes_only_on_the_controller_and_notifies_nothing():
                 delegated = block[0].get("delegate_to") if block else None
             assert delegated == "localhost", "%s writes with %s, not on the controller" % (task.where, writer[0])
     modules = set(t.module for t in audit_tasks() if t.module)
-    # node_facts reads the node (read-only); artifact_files and audit_judge are actions that
-    # write in the controller process, whatever the task's host.
-    assert modules == {"node_facts", "audit_judge", "artifact_files"}, "the audit's modules: %s" % sorted(modules)
+    # node_facts reads the node (read-only); artifact_files, audit_judge and health_judge are
+    # actions that write in the controller process, whatever the task's host.
+    assert modules == {"node_facts", "audit_judge", "health_judge", "artifact_files"}, (
+        "the audit's modules: %s" % sorted(modules))
 
 
 def test_the_audit_alone_is_the_whole_role():
@@ -138,7 +139,7 @@ def test_the_audit_alone_is_the_whole_role():
 def test_defaults_and_argument_spec_agree():
     defaults = role_defaults("audit")
     specs = argument_specs("audit")
-    assert sorted(specs) == ["main", "node_facts", "report"]
+    assert sorted(specs) == ["health_judge", "main", "node_facts", "report"]
     for entry in specs.values():
         options = entry["options"]
         assert sorted(defaults) == sorted(options)
@@ -152,8 +153,15 @@ def test_the_params_are_the_host_role_s_settings():
     """__audit_host_params rendered with the host role's defaults is what the fixture tests use,
     and every params.X a shipped rule reads is there."""
     env = jinja2.nativetypes.NativeEnvironment(undefined=jinja2.StrictUndefined)
-    env.filters["combine"] = lambda a, b: dict(a, **b)
+    env.filters["combine"] = lambda a, b, recursive=False: dict(a, **b)
     host = audit_cases.host_defaults()
+    # the health params: the shipped thresholds and XID catalog, nothing from the inventory
+    health = env.from_string(AUDIT_VARS["__audit_health_params"]["health"].strip()).render(
+        __audit_health_threshold_defaults=AUDIT_VARS["__audit_health_threshold_defaults"],
+        audit_health_thresholds={}, audit_xid_codes_extra={},
+        __audit_xid_codes=audit_cases.load_yaml(os.path.join(ROLES, "audit", "vars", "main", "xid_codes.yml"))[
+            "__audit_xid_codes"])
+    host["__audit_health_params"] = {"health": health}
     rendered = dict((key, env.from_string(text.strip()).render(**host)) for key, text in AUDIT_VARS["__audit_host_params"].items())
     expected = audit_cases.params()
     assert rendered == expected

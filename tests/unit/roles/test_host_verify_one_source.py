@@ -57,6 +57,7 @@ PREFIXES = {
     ("host", "tuning_state"): ("host_state_",),
     ("container", "tuning_state"): ("container_state_",),
     ("verify", "tuning_state"): ("verify_state_",),
+    ("health", "health_textfile"): ("health_textfile_",),
 }
 
 # Modules that keep the node's record of what the roles changed; they tune nothing, so there is
@@ -318,7 +319,7 @@ def test_the_verify_role_and_the_audit_plan_through_the_host_role(role, filename
             "%s: the read-back must follow verify_readback_enabled" % include.where)
         assert load(os.path.join(ROLES, "verify", "vars", "main.yml"))["__verify_readback_parts"] == RUNTIME
     else:
-        assert load(os.path.join(ROLES, "audit", "vars", "main.yml"))["__audit_parts"] == {
+        assert load(os.path.join(ROLES, "audit", "vars", "main", "main.yml"))["__audit_parts"] == {
             "runtime": RUNTIME, "reboot_required": REBOOT}
 
 

@@ -136,3 +136,72 @@ def test_full_rollout_then_revert_then_idempotent_rollout(tmp_path):
     assert os.path.exists(tmp_path / "artifacts" / "fleet-drift.json")
     rc, out = run_playbook(tmp_path, inventory, REVERT)
     assert rc == 0 and "changed=0" in out and "changed=1" not in out, out
+
+
+# A health finding planted through the inventory (audit_rules_extra): a rule of severity H that
+# holds on any node (this machine's GPU count is whatever it is, zero included), as a real
+# remapped-row failure would on a sick GPU. The gate and the rollout see only its verdict.
+SICK = [{"id": "planted_hardware_fault", "severity": "H", "action": "rma", "title": "Planted fault",
+         "facts": {"gpus": "health.gpus_pci"}, "when": "gpus >= `0`",
+         "message": "a planted fault ({gpus} GPUs on the bus)",
+         "fix": {"class": "manual", "steps": "replace it"}, "rationale": "a test"}]
+
+
+def _sicken(inventory, *names):
+    for name in names:
+        inventory["all"]["children"]["gpu_hosts"]["hosts"][name]["audit_rules_extra"] = SICK
+    return inventory
+
+
+def test_a_sick_host_is_quarantined_untuned_while_the_others_are_tuned(tmp_path):
+    inventory = _sicken(_fleet(tmp_path), "h3")
+    before = _configs(tmp_path)
+    rc, out = _run(tmp_path, inventory, ROLLOUT, "-e", "gpufleet_serial=2", "-e", "gpufleet_run_id=sick")
+    assert rc == 0, out
+    report = _report(tmp_path)
+    hosts = report["hosts"]
+    assert [hosts[h]["status"] for h in HOSTS] == ["tuned", "tuned", "quarantined", "tuned", "tuned"], out
+    assert report["stopped_after_batch"] is None
+    sick = hosts["h3"]
+    assert sick["reverted"] is False and sick["changes"] == []
+    assert sick["health"]["status"] == "quarantined" and sick["health"]["actions"] == ["rma"]
+    assert [c["name"] for c in sick["checks"] if c["status"] == "failed"] == ["health"]
+    after = _configs(tmp_path)
+    path = str(tmp_path / "nodes" / "h3" / "lxc" / "a" / "config")
+    assert after[path] == before[path]
+    assert not os.path.exists(str(tmp_path / "nodes" / "h3" / "state.json"))
+    verdict = json.loads((tmp_path / "artifacts" / "h3" / "health.json").read_text())
+    assert verdict["status"] == "quarantined" and verdict["findings"][0]["rule"] == "planted_hardware_fault"
+    assert json.loads((tmp_path / "artifacts" / "h1" / "health.json").read_text())["status"] == "healthy"
+    xml = open(glob.glob(str(tmp_path / "artifacts" / "rollout-*.xml"))[0]).read()
+    assert "planted fault" in xml and "rma" in xml
+
+
+def test_a_sick_canary_stops_the_rollout(tmp_path):
+    inventory = _sicken(_fleet(tmp_path), "h1")
+    before = _configs(tmp_path)
+    rc, out = _run(tmp_path, inventory, ROLLOUT, "-e", "gpufleet_serial=2")
+    assert rc != 0, out
+    report = _report(tmp_path)
+    assert [report["hosts"][h]["status"] for h in HOSTS] == ["quarantined"] + ["untouched"] * 4, out
+    assert "a canary must be healthy" in report["hosts"]["h2"]["reason"]
+    assert _configs(tmp_path) == before
+
+
+def test_policy_stop_ends_the_rollout_after_the_sick_host_s_batch(tmp_path):
+    inventory = _sicken(_fleet(tmp_path), "h3")
+    rc, out = _run(tmp_path, inventory, ROLLOUT, "-e", "gpufleet_serial=2", "-e", "gpufleet_health_policy=stop")
+    assert rc != 0, out
+    hosts = _report(tmp_path)["hosts"]
+    assert [hosts[h]["status"] for h in HOSTS] == ["tuned", "tuned", "quarantined", "untouched", "untouched"], out
+    assert "gpufleet_health_policy is stop" in hosts["h4"]["reason"]
+
+
+def test_policy_report_tunes_a_sick_host_and_says_so(tmp_path):
+    inventory = _sicken(_fleet(tmp_path), "h2")
+    rc, out = _run(tmp_path, inventory, ROLLOUT, "-e", "gpufleet_health_policy=report")
+    assert rc == 0, out
+    host = _report(tmp_path)["hosts"]["h2"]
+    assert host["status"] == "tuned"
+    health = [c for c in host["checks"] if c["name"] == "health"][0]
+    assert health["status"] == "failed" and "tuned anyway" in health["message"]

@@ -112,14 +112,18 @@ def test_the_tune_playbook_benchmarks_around_the_tuning():
     def entry(task):
         role = task.get("ansible.builtin.import_role") or task.get("ansible.builtin.include_role")
         return role["name"], (task.get("vars") or {}).get("serving_phase")
-    # The audit reads first, the host role tunes in a block whose always section judges the
-    # audit; the serving role benchmarks before and after.
+    # The audit reads first and judges the health (the gate: fail or end a sick host's play, and
+    # publish its verdict), the host role tunes in a block whose always section judges the audit;
+    # the serving role benchmarks before and after; the verdict is published last.
     roles = [task["block"][0] if "block" in task else task for task in play["tasks"]]
+    roles = [task for task in roles if "ansible.builtin.fail" not in task and "ansible.builtin.meta" not in task]
     order = [entry(task) for task in roles]
-    assert order == [("gpufleet.tuning.audit", None), ("gpufleet.tuning.serving", "before"),
+    assert order == [("gpufleet.tuning.audit", None), ("gpufleet.tuning.audit", None),
+                     ("gpufleet.tuning.health", None), ("gpufleet.tuning.serving", "before"),
                      ("gpufleet.tuning.host", None), ("gpufleet.tuning.verify", None),
-                     ("gpufleet.tuning.serving", "after")]
-    for task in roles[1::3]:
+                     ("gpufleet.tuning.serving", "after"), ("gpufleet.tuning.health", None)]
+    assert roles[1]["ansible.builtin.import_role"]["tasks_from"] == "health_judge"
+    for task in (roles[3], roles[6]):
         # Included, so that without the benchmark it is one skipped task, not every task of the role.
         assert "ansible.builtin.include_role" in task
         assert task["when"] == "gpufleet_benchmark | default(false) | bool"

@@ -69,7 +69,7 @@ def test_every_section_in_order_timed_and_read_only(tmp_path, gpu):
     assert all(isinstance(ms, float) and ms >= 0 for ms in timings.values())
     assert timings["total"] >= max(ms for name, ms in timings.items() if name != "total")
     unknown = nf.count_unknown(result["facts"])
-    assert result["msg"] == ("gathered host, kernel, cpu, memory, gpus, topology, driver, containers, tuners in "
+    assert result["msg"] == ("gathered host, kernel, cpu, memory, gpus, topology, driver, health, containers, tuners in "
                              "%s ms; %d fact(s) unknown" % (timings["total"], unknown))
     assert result["warnings"] == []
 
@@ -147,7 +147,7 @@ def test_the_real_gpu_reader_on_a_host_without_gpus(tmp_path):
 
 @pytest.mark.parametrize("options, message", [
     ({"sections": ["gpu"]}, "sections: 'gpu' is not a section; use host, kernel, cpu, memory, gpus, topology, "
-                            "driver, containers, tuners"),
+                            "driver, health, containers, tuners"),
     ({"sections": "cpu"}, "sections must be a list of section names"),
     ({"sysctl_keys": ["vm/swappiness"]}, "sysctl_keys: 'vm/swappiness' contains '/'"),
     ({"sysctl_keys": "vm.swappiness"}, "sysctl_keys must be a list of dotted sysctl names"),

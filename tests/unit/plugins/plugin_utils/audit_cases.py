@@ -43,7 +43,7 @@ def host_defaults():
 
 
 def params():
-    """roles/audit/vars/main.yml __audit_host_params, with the host role's defaults."""
+    """roles/audit/vars/main/main.yml __audit_host_params, with the host role's defaults."""
     host = host_defaults()
     return {
         "sysctl": dict(host["host_sysctl_settings"], **host["host_sysctl_extra"]),
@@ -52,7 +52,17 @@ def params():
         "cpu_governor": host["host_cpu_power_governor"],
         "cpu_epp": host["host_cpu_power_energy_performance_preference"],
         "lxc_memlock_limit": host["host_lxc_memlock_limit"],
+        "health": health_params(),
     }
+
+
+def health_params():
+    """roles/audit/vars/main/main.yml __audit_health_params.health with nothing from the inventory:
+    the shipped thresholds and XID catalog, no expected GPU or NVLink count."""
+    audit_vars = load_yaml(os.path.join(REPO, "roles", "audit", "vars", "main", "main.yml"))
+    codes = load_yaml(os.path.join(REPO, "roles", "audit", "vars", "main", "xid_codes.yml"))["__audit_xid_codes"]
+    return dict(audit_vars["__audit_health_threshold_defaults"], xid_codes=codes, expected_gpus=None,
+                expected_nvlinks=None)
 
 
 def evaluate(facts, plan=None, extra=None, disabled=None, rule_list=None, extra_params=None):

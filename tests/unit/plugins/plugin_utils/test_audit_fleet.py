@@ -21,7 +21,7 @@ def finding(rule, severity, item=None):
 def test_the_fixture_fleet():
     fleet = audit_fleet([cases.audit(name) for name in ("h200-nvlink", "blackwell-pcie", "untuned")])
     assert [h["host"] for h in fleet["hosts"]] == ["pve-gpu-01.example.net", "ws-gpu-07", "gpu-h200-x2"]
-    assert [h["worst"] for h in fleet["hosts"]] == ["P0", "P0", "P0"]
+    assert [h["worst"] for h in fleet["hosts"]] == ["H", "P0", "P0"]  # the untuned node has a GPU at x8
     mrrs = [f for f in fleet["findings"] if f["rule"] == "gpu_mrrs_low"][0]
     assert mrrs["hosts"] == [{"host": "pve-gpu-01.example.net", "items": ["GPU 0 (0000:01:00.0)", "GPU 1 (0000:41:00.0)",
                                                                           "GPU 2 (0000:81:00.0)", "GPU 3 (0000:c1:00.0)"]},

@@ -65,10 +65,10 @@ SHIPPED = {
     "swappiness_high": ("P0", "runtime"),
     "net_buffers_low": ("P0", "runtime"),
     "thp_defrag_always": ("P2", "manual"),
-    "pcie_link_width_degraded": ("P1", "manual"),
+    "pcie_link_width_degraded": ("H", "manual"),
     "pcie_link_speed_degraded": ("P1", "manual"),
-    "gpu_remapped_rows_pending": ("P1", "manual"),
-    "gpu_ecc_uncorrected": ("P1", "manual"),
+    "gpu_remapped_rows_pending": ("H", "manual"),
+    "gpu_ecc_uncorrected": ("H", "manual"),
     "gpu_persistence_off": ("P2", "manual"),
     "gpu_clock_events": ("P1", "manual"),
     "gpu_power_limit_below_max": ("P2", "manual"),
@@ -81,9 +81,17 @@ SHIPPED = {
     "p2p_acs_redirect": ("P0", "runtime"),
     "p2p_across_cpus": ("P1", "manual"),
     "p2p_peer_access": ("P1", "manual"),
-    "fabric_manager_not_running": ("P0", "manual"),
+    "fabric_manager_not_running": ("H", "manual"),
     "kernel_cmdline_reboot_pending": ("P1", "reboot_required"),
     "nvidia_options_reboot_pending": ("P1", "reboot_required"),
+    # the health rules (issue 38): severity H, each with its action
+    "gpu_remap_failure": ("H", "manual"),
+    "gpu_retired_pages_pending": ("H", "manual"),
+    "xid_events": ("H", "manual"),
+    "gpu_count_driver": ("H", "manual"),
+    "gpu_lost": ("H", "manual"),
+    "gpu_nvlink_down": ("H", "manual"),
+    "gpu_pcie_aer_fatal": ("H", "manual"),
 }
 
 
@@ -113,7 +121,8 @@ def test_the_untuned_node():
          ("swappiness_high", None), ("gpu_power_limit_below_max", GPUS[1]), ("tuner_irqbalance_active", None)]
         + [("gpu_mrrs_low", gpu) for gpu in GPUS] + [("iommu_translated", gpu) for gpu in GPUS]
         + [("gpu_persistence_off", gpu) for gpu in GPUS] + [("net_buffers_low", key) for key in BUFFERS])
-    assert result["counts"]["P0"] == 17 and result["worst"] == "P0"
+    # a GPU at x8 and one with rows waiting to be remapped are health findings now, ahead of P0
+    assert result["counts"]["P0"] == 17 and result["counts"]["H"] == 2 and result["worst"] == "H"
     # The typical untuned state, item by item: P0, with the runtime module that fixes it.
     fixes = {"peermem_not_loaded": "nvidia_peermem", "gpu_mrrs_low": "pcie_maxreadreq",
              "numa_balancing_on": "sysctl_profile", "cpu_deep_idle_states": "cpu_power",
@@ -134,8 +143,11 @@ def test_the_untuned_node():
     assert mrrs["fix"] == {"class": "runtime", "module": "gpufleet.tuning.pcie_maxreadreq", "tag": "runtime",
                            "steps": "set now in config space, and kept across reboots and driver reloads by a udev rule"}
     # Hopper GPUs have no page retirement: unknown with NVML's reason, never a finding.
-    assert cases.found(result, "unknown") == set(("gpu_retired_pages_pending", gpu) for gpu in GPUS)
-    assert result["unknown"][0]["reasons"] == [
+    # H100s remap rows and do not retire pages: NVML answers Not Supported for both page queries
+    assert cases.found(result, "unknown") == set((rule, gpu) for gpu in GPUS
+                                                 for rule in ("gpu_retired_pages_pending", "gpu_retired_pages_many"))
+    pending = [u for u in result["unknown"] if u["rule"] == "gpu_retired_pages_pending"]
+    assert pending[0]["reasons"] == [
         "nvml:nvmlDeviceGetRetiredPagesPendingStatus: nvmlDeviceGetRetiredPagesPendingStatus: Not Supported "
         "(NVML_ERROR_NOT_SUPPORTED)"]
     # NVLink pairs: ACS and sockets do not matter to their P2P.
@@ -150,7 +162,7 @@ def test_the_tuned_node_keeps_only_what_tuning_cannot_fix():
                                        ("tuner_irqbalance_active", None)]
                                       + [("gpu_persistence_off", gpu) for gpu in GPUS])
     assert not [f for f in result["findings"] if f["fix"]["class"] != "manual"]
-    assert result["worst"] == "P1"
+    assert result["worst"] == "H"  # the GPU at x8 is a health finding
     # A stopped container gets its limit when it starts.
     assert ("lxc_memlock_not_live", "container 103 (batch)") in cases.found(result, "not_applicable")
     assert ("lxc_memlock_not_live", "container 101 (vllm)") in cases.found(result, "optimal")
@@ -346,7 +358,7 @@ def test_bad_inventory_rules_are_refused(extra, disabled, fragment):
     ({"message": "v is {w}"}, "message uses {w}, which no fact or value of the rule is named"),
     ({"message": "v is {v"}, "message: '{' is not a placeholder"),
     ({"message": "v is {v.x}"}, "message: '{v.x}' is not a placeholder"),
-    ({"severity": "P3"}, "severity must be one of P0, P1, P2, got 'P3'"),
+    ({"severity": "P3"}, "severity must be one of H, P0, P1, P2, got 'P3'"),
     ({"fix": {"class": "runtime"}}, "a runtime fix needs the module that applies it"),
     ({"fix": {"class": "runtime", "module": "gpufleet.tuning.cpu_power", "tag": "now"}}, "a runtime fix needs tag runtime or reboot_required"),
     ({"fix": {"class": "manual"}}, "a manual fix needs steps"),

@@ -345,10 +345,85 @@ CASES = {
         "persistence mode is Disabled (nvidia-persistenced running: no)"),
     "gpu_clock_events": Case(
         "tuned", UNTUNED_GPU0,
-        [fact("gpus.0.clock_event_reasons", ["hw_power_brake_slowdown"]), fact("gpus.0.temperature_c", 88)],
-        # a clock event that is neither thermal nor power
-        [fact("gpus.0.clock_event_reasons", ["applications_clocks_setting"]), fact("gpus.0.temperature_c", 88)],
-        "clocks are held down by hw_power_brake_slowdown (temperature 88 C, power limit 700 W)"),
+        [fact("gpus.0.clock_event_reasons", ["sw_thermal_slowdown"]), fact("gpus.0.temperature_c", 88)],
+        # a clock event that is neither thermal nor power, and a hardware one (gpu_hw_slowdown's)
+        [fact("gpus.0.clock_event_reasons", ["applications_clocks_setting", "hw_power_brake_slowdown"]),
+         fact("gpus.0.temperature_c", 88)],
+        "clocks are held down by sw_thermal_slowdown (temperature 88 C, power limit 700 W)"),
+    # ---------------------------------------------------------------- health (H)
+    "gpu_count_driver": Case(
+        "tuned", None,
+        [fact("health.gpus_driver", 3)], [fact("health.gpus_driver", 4)],
+        "the driver sees 3 of the 4 NVIDIA GPUs on the PCI bus"),
+    "gpu_count_expected": Case(
+        "tuned", None,
+        [param("health", dict(cases.health_params(), expected_gpus=8))],
+        [param("health", dict(cases.health_params(), expected_gpus=4))],
+        "4 NVIDIA GPUs on the PCI bus, the inventory expects 8"),
+    "gpu_lost": Case(
+        "tuned", UNTUNED_GPU0,
+        [fact("gpus.0.nvml_status", "gpu_is_lost")], [fact("gpus.0.nvml_status", "ok")],
+        "NVML answers gpu_is_lost for this GPU"),
+    "gpu_recovery_action": Case(
+        "tuned", UNTUNED_GPU0,
+        [fact("gpus.0.recovery_action", "node_reboot")], [fact("gpus.0.recovery_action", "none")],
+        "the driver asks for node_reboot (nvmlDeviceGetGpuRecoveryAction): reboot"),
+    "gpu_sram_uncorrected": Case(
+        "tuned", UNTUNED_GPU0,
+        [fact("gpus.0.sram_uncorrected_volatile", 2), fact("gpus.0.sram_uncorrected_aggregate", 7)],
+        [fact("gpus.0.sram_uncorrected_volatile", 0), fact("gpus.0.sram_uncorrected_aggregate", 7)],
+        "2 uncorrectable SRAM errors since the driver loaded, 7 over the GPU's life"),
+    "gpu_retired_pages_many": Case(
+        "blackwell-pcie", BLACKWELL_GPU0,
+        [replace("gpus.0.retired_pages", env({"multiple_single_bit_ecc": 40, "double_bit_ecc": 25},
+                                             "nvml:nvmlDeviceGetRetiredPages_v2"))],
+        [replace("gpus.0.retired_pages", env({"multiple_single_bit_ecc": 4, "double_bit_ecc": 1},
+                                             "nvml:nvmlDeviceGetRetiredPages_v2"))],
+        "65 pages retired"),
+    "gpu_hw_slowdown": Case(
+        "tuned", UNTUNED_GPU0,
+        [fact("gpus.0.clock_event_reasons", ["hw_thermal_slowdown"]), fact("gpus.0.temperature_c", 91)],
+        [fact("gpus.0.clock_event_reasons", ["sw_power_cap"]), fact("gpus.0.temperature_c", 70)],
+        "the hardware holds the clocks down: hw_thermal_slowdown (temperature 91 C)"),
+    "gpu_pcie_aer_fatal": Case(
+        "tuned", UNTUNED_GPU0,
+        [fact("gpus.0.pcie.aer_fatal", 1)], [fact("gpus.0.pcie.aer_fatal", 0)],
+        "1 fatal AER errors on the GPU and 0 on the bridges above it"),
+    "gpu_pcie_aer_nonfatal": Case(
+        "tuned", UNTUNED_GPU0,
+        [fact("gpus.0.pcie.path_aer", [{"bdf": "0000:00:01.1", "correctable": 0, "nonfatal": 2, "fatal": 0}])],
+        [fact("gpus.0.pcie.path_aer", [{"bdf": "0000:00:01.1", "correctable": 9, "nonfatal": 0, "fatal": 0}])],
+        "0 non-fatal uncorrectable AER errors on the GPU and 2 on the bridges above it"),
+    "gpu_pcie_aer_correctable": Case(
+        "tuned", UNTUNED_GPU0,
+        [fact("gpus.0.pcie.aer_correctable", 250)], [fact("gpus.0.pcie.aer_correctable", 20)],
+        "250 correctable AER errors on the GPU and 0 on the bridges above it since boot, above 100"),
+    "gpu_pcie_replay": Case(
+        "tuned", UNTUNED_GPU0,
+        [fact("gpus.0.pcie.replay_count", 5000)], [fact("gpus.0.pcie.replay_count", 3)],
+        "5000 PCIe replays since the driver loaded, above 100"),
+    "gpu_nvlink_down": Case(
+        "tuned", UNTUNED_GPU0,
+        [fact("gpus.0.nvlink_active", 2)], [fact("gpus.0.nvlink_active", 3)],
+        "2 of its 3 NVLinks are active, 3 expected"),
+    "gpu_nvlink_errors": Case(
+        "tuned", UNTUNED_GPU0,
+        [fact("gpus.0.nvlink_errors", {"replay": 0, "recovery": 4, "crc": 0})],
+        [fact("gpus.0.nvlink_errors", {"replay": 12, "recovery": 0, "crc": 30})],
+        "NVLink counters over the GPU's links: replay: 0, recovery: 4, crc: 0"),
+    "gpu_fabric_state": Case(
+        "h200-nvlink", "GPU 0 (0000:00:06.0)",
+        [fact("gpus.0.fabric_state", "in_progress"), fact("gpus.0.fabric_status", None)],
+        [fact("gpus.0.fabric_state", "completed"), fact("gpus.0.fabric_status", "ok")],
+        "fabric registration is in_progress"),
+    "xid_events": Case(
+        "tuned", "XID 79 on GPU 2 (0000:81:00.0)",
+        [fact("health.xid", [{"bdf": "0000:81:00.0", "gpu": 2, "code": 79, "count": 1, "first_s": 4000.0,
+                              "last_s": 4000.0, "last_message": "GPU has fallen off the bus."}])],
+        # the hold case: an entry that counts nothing
+        [fact("health.xid", [{"bdf": "0000:81:00.0", "gpu": 2, "code": 79, "count": 0, "first_s": None,
+                              "last_s": None, "last_message": ""}])],
+        "1 time(s), last at 4000 s after boot: The GPU is no longer reachable over PCIe"),
     "gpu_power_limit_below_max": Case(
         "tuned", UNTUNED_GPU0,
         [fact("gpus.0.power_limit_w", 450.0), fact("gpus.0.power_max_limit_w", 700.0)],
@@ -502,6 +577,16 @@ NOT_APPLICABLE = {
     "p2p_acs_redirect": ("blackwell-pcie", BLACKWELL_PAIR, [fact("topology.pairs.0.link", "nvlink")]),
     "p2p_across_cpus": ("blackwell-pcie", BLACKWELL_PAIR, [fact("topology.pairs.0.link", "nvlink"),
                                                            fact("topology.pairs.0.relation", "across_cpus")]),
+    "gpu_count_driver": ("tuned", None, [fact("health.gpus_pci", 0)]),
+    "gpu_count_expected": ("tuned", None, []),  # the inventory expects no count
+    "gpu_nvlink_down": ("blackwell-pcie", BLACKWELL_GPU0, [fact("gpus.0.nvlink_links", 0)]),
+    "gpu_nvlink_errors": ("blackwell-pcie", BLACKWELL_GPU0, [fact("gpus.0.nvlink_errors", None)]),
+    "gpu_fabric_state": ("tuned", UNTUNED_GPU0, [fact("gpus.0.fabric_state", "not_supported")]),
+    # an XID logged before xid_after_s (set once it was acted on)
+    "xid_events": ("tuned", "XID 79 on GPU 2 (0000:81:00.0)",
+                   [fact("health.xid", [{"bdf": "0000:81:00.0", "gpu": 2, "code": 79, "count": 1, "first_s": 40.0,
+                                         "last_s": 40.0, "last_message": "GPU has fallen off the bus."}]),
+                    param("health", dict(cases.health_params(), xid_after_s=3600))]),
     "fabric_manager_not_running": ("h200-nvlink", None, [fact("driver.nvswitches", 0),
                                                          fact("driver.fabricmanager_active", False)]),
     "kernel_cmdline_reboot_pending": ("untuned", None, [planned("kernel_cmdline", "status", "skipped")]),

@@ -114,8 +114,8 @@ def test_the_result_of_a_stopped_rollout():
     assert result["status"] == "stopped"
     assert result["verdict"] == ("Stopped after batch 2 of 4: fleet-h3 failed verify; "
                                  "fleet-h3 revert incomplete; 3 hosts not touched")
-    assert result["counts"] == {"tuned": 1, "unchanged": 1, "failed": 1, "unreachable": 0, "untouched": 3,
-                                "total": 6}
+    assert result["counts"] == {"tuned": 1, "unchanged": 1, "quarantined": 0, "failed": 1, "unreachable": 0,
+                                "untouched": 3, "total": 6}
     assert [b["outcome"] for b in result["batch_outcomes"]] == [
         "passed: 1 tuned",
         "failed: fleet-h3 (verify); 1 unchanged; the rollout stopped here",
@@ -171,7 +171,8 @@ def test_defaults_are_filled_in():
     assert result["started"] is None and result["finished"] is None
     assert result["hosts"]["fleet-h2"] == {
         "status": "unchanged", "batch": 2, "checks": [], "changes": [], "verified": True, "verify_failures": [],
-        "reverted": False, "revert": None, "failure": None, "drift": [], "failed_check": None, "reason": None}
+        "reverted": False, "revert": None, "failure": None, "drift": [], "health": None, "failed_check": None,
+        "reason": None}
 
 
 @pytest.mark.parametrize("count, unchanged, verdict", [
@@ -267,7 +268,8 @@ def test_serving_containers_follow_their_hosts_outside_the_batches():
         "changes": [], "verified": None, "failure": {"stage": "tune", "task": "Raise memlock", "message": "locked"}}
     result = rollout_result(rollout)
     assert result["status"] == "failed"
-    assert result["counts"] == {"tuned": 4, "unchanged": 0, "failed": 1, "unreachable": 0, "untouched": 1, "total": 6}
+    assert result["counts"] == {"tuned": 4, "unchanged": 0, "quarantined": 0, "failed": 1, "unreachable": 0,
+                                "untouched": 1, "total": 6}
     assert result["verdict"] == ("Completed all 2 batches with failures: ct-103 failed tune; nothing to revert on ct-103; "
                                  "1 host not touched")
     assert [b["hosts"] for b in result["batch_outcomes"]] == [["fleet-h1"], ["fleet-h2", "fleet-h3"]]
@@ -351,7 +353,7 @@ def test_many_failed_hosts_are_counted_not_listed():
 MALFORMED = [
     # (change to the stopped rollout, words the message must hold)
     (lambda r: r["hosts"]["fleet-h1"].update(status="tunned"),
-     ["hosts.fleet-h1.status='tunned'", "tuned, unchanged, failed, unreachable, untouched"]),
+     ["hosts.fleet-h1.status='tunned'", "tuned, unchanged, quarantined, failed, unreachable, untouched"]),
     (lambda r: r["hosts"]["fleet-h1"]["checks"][0].update(status="ok"),
      ["hosts.fleet-h1.checks[0].status='ok'", "passed, failed, error, skipped"]),
     (lambda r: r["hosts"].pop("fleet-h5"), ["batches[2]='fleet-h5'", "is not in hosts"]),

@@ -20,8 +20,18 @@ from ansible_collections.gpufleet.tuning.tests.unit.pci_fake import (
 GEN5 = {"current_link_speed": "32.0 GT/s PCIe", "current_link_width": "16",
         "max_link_speed": "32.0 GT/s PCIe", "max_link_width": "16"}
 # Leaves whose value may be a known null (read, and there is none): a bridge without ACS, the
-# remote end of an inactive link.
-KNOWN_NULLS = ("acs", "remote_bdf", "remote_type")
+# remote end of an inactive link, the NVLink counters of a GPU without NVLink, the fabric probe's
+# status before the probe completed.
+KNOWN_NULLS = ("acs", "remote_bdf", "remote_type", "nvlink_errors", "fabric_status")
+
+
+LINK_KEYS = ("link_speed_gts", "link_width", "max_link_speed_gts", "max_link_width", "degraded", "mrrs_bytes",
+             "mps_bytes", "relaxed_ordering")
+
+
+def link_values(pcie):
+    """The values of a GPU's link facts (the AER and replay health facts have tests of their own)."""
+    return dict((key, value) for key, value in values(pcie).items() if key in LINK_KEYS)
 
 
 def assert_envelopes(tree, path="facts"):
@@ -245,9 +255,9 @@ def test_the_h200_pair_with_nv18(tmp_path, monkeypatch):
                      "peer_access_write": "ok", "nvml_topology": "hostbridge", "numa_nodes": [-1, -1],
                      "bridges": []}
     first = result["gpus"][0]
-    assert values(first["pcie"]) == {"link_speed_gts": 32.0, "link_width": 16, "max_link_speed_gts": 32.0,
-                                     "max_link_width": 16, "degraded": False, "mrrs_bytes": 4096,
-                                     "mps_bytes": 256, "relaxed_ordering": True}
+    assert link_values(first["pcie"]) == {"link_speed_gts": 32.0, "link_width": 16, "max_link_speed_gts": 32.0,
+                                          "max_link_width": 16, "degraded": False, "mrrs_bytes": 4096,
+                                          "mps_bytes": 256, "relaxed_ordering": True}
     assert (value(first["device_id"]), value(first["architecture"]), value(first["chip"])) == (
         "10de:2335", "hopper", "gh100")
     assert [(link["active"]["value"], link["remote_type"]["value"]) for link in first["nvlink"]] == [
@@ -321,9 +331,9 @@ def test_gpu_identity_link_and_iommu(tmp_path, monkeypatch):
     blackwell = result["gpus"][1]
     assert (value(blackwell["device_id"]), value(blackwell["architecture"]), value(blackwell["chip"])) == (
         "10de:2bb5", "blackwell", "gb202")
-    assert values(blackwell["pcie"]) == {"link_speed_gts": 16.0, "link_width": 8, "max_link_speed_gts": 32.0,
-                                         "max_link_width": 16, "degraded": True, "mrrs_bytes": 4096,
-                                         "mps_bytes": 256, "relaxed_ordering": False}
+    assert link_values(blackwell["pcie"]) == {"link_speed_gts": 16.0, "link_width": 8, "max_link_speed_gts": 32.0,
+                                              "max_link_width": 16, "degraded": True, "mrrs_bytes": 4096,
+                                              "mps_bytes": 256, "relaxed_ordering": False}
     assert (value(blackwell["iommu_group"]), value(blackwell["iommu_group_type"])) == ("27", "DMA-FQ")
     assert blackwell["iommu_group_type"]["source"].endswith("0000:41:00.0/iommu_group/type")
     unknown_chip = result["gpus"][0]
@@ -585,3 +595,80 @@ def test_eight_gpus_in_well_under_a_second(tmp_path, monkeypatch):
     assert [b["bdf"] for b in values(pair(result, 0, 1))["bridges"]] == ["0000:02:00.0", "0000:02:08.0"]
     assert values(result["driver"])["nvswitches"] == 4
     assert all(values(p)["link"] == "nvlink" for p in result["topology"]["pairs"])
+
+
+# ------------------------------------------------------------------------------ health facts
+
+AER_COR = ("RxErr 3\nBadTLP 1\nBadDLLP 0\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\n"
+           "TOTAL_ERR_COR 4\n")
+AER_ZERO = {"aer_dev_correctable": "RxErr 0\nBadTLP 0\nTOTAL_ERR_COR 0\n",
+            "aer_dev_nonfatal": "Undefined 0\nDLP 0\nTOTAL_ERR_NONFATAL 0\n",
+            "aer_dev_fatal": "Undefined 0\nDLP 0\nTOTAL_ERR_FATAL 0\n"}
+
+
+def _aer_files(root, path_parts, files):
+    write_tree(root, dict((os.path.join("sys", "devices", *path_parts, name), text) for name, text in files.items()))
+
+
+def test_health_facts_of_two_gpus_behind_a_switch(tmp_path, monkeypatch):
+    bdfs = switch_tree(tmp_path)
+    rp, usp, d1 = "0000:00:01.0", "0000:01:00.0", "0000:02:08.0"
+    _aer_files(tmp_path, ("pci0000:00", rp, usp, d1, "0000:03:00.0"),
+               dict(AER_ZERO, aer_dev_correctable=AER_COR))
+    _aer_files(tmp_path, ("pci0000:00", rp), dict(AER_ZERO, aer_dev_fatal="DLP 1\nTOTAL_ERR_FATAL 1\n"))
+    write_tree(tmp_path, {"dev/kmsg": "6,0,1000,-;Linux version 6.8.0\n"
+                                      "3,41,812500000,-;NVRM: Xid (PCI:0000:04:00): 79, pid=0, GPU has fallen off the bus.\n"
+                                      "3,42,900000000,-;NVRM: Xid (PCI:0000:04:00): 79, pid=0, GPU has fallen off the bus.\n"})
+    lib = FakeNvmlLib([Gpu(bdfs[0], recovery_action=1, pcie_replay=7, links=switched(4)),
+                       Gpu(bdfs[1], links=switched(4)[:2] + [(False, None, 0)] * 2,
+                           nvlink_errors={0: (5, 1, 2, 3)})])
+    result = gather(tmp_path, lib, monkeypatch)
+    first, second = result["gpus"]
+    assert value(first["nvml_status"]) == "ok"
+    assert value(first["recovery_action"]) == "gpu_reset"
+    assert value(first["pcie"]["replay_count"]) == 7
+    assert (value(first["pcie"]["aer_correctable"]), value(first["pcie"]["aer_fatal"])) == (4, 0)
+    assert value(first["pcie"]["aer_counts"])["correctable"] == {"RxErr": 3, "BadTLP": 1}
+    # the root port above reports a fatal error; the switch ports report nothing
+    assert value(first["pcie"]["path_aer"]) == [{"bdf": rp, "correctable": 0, "nonfatal": 0, "fatal": 1}]
+    assert value(first["pcie"]["path_aer_unreported"]) == [usp, d1]
+    # the second GPU has no AER files: unknown, with the reason
+    assert "no AER capability" in second["pcie"]["aer_fatal"]["unknown"]
+    assert (value(first["nvlink_links"]), value(first["nvlink_active"])) == (4, 4)
+    assert (value(second["nvlink_links"]), value(second["nvlink_active"])) == (4, 2)
+    assert value(second["nvlink_errors"]) == {"replay": 5, "recovery": 1, "crc": 5}
+    assert value(second["nvlink"][0]["crc_errors"]) == 5
+    health = result["health"]
+    assert (value(health["gpus_pci"]), value(health["gpus_driver"])) == (2, 2)
+    assert value(health["nvlink_most"]) == {"10de:2335": 4}
+    assert value(health["kernel_log"]) == "/dev/kmsg" and value(health["kernel_log_complete"]) is True
+    assert value(health["xid"]) == [{"bdf": "0000:04:00.0", "gpu": 1, "code": 79, "count": 2, "first_s": 812.5,
+                                     "last_s": 900.0, "last_message": "GPU has fallen off the bus."}]
+    assert value(health["xid_total"]) == 2
+
+
+def test_a_lost_gpu_is_named_by_nvml_status(tmp_path, monkeypatch):
+    bdfs = host_bridge_tree(tmp_path)
+    lib = lib_for(bdfs, codes={"nvmlDeviceGetHandleByPciBusId_v2": 15})
+    result = gather(tmp_path, lib, monkeypatch)
+    assert [value(g["nvml_status"]) for g in result["gpus"]] == ["gpu_is_lost", "gpu_is_lost"]
+    assert "GPU is lost" in result["gpus"][0]["recovery_action"]["unknown"]
+
+
+def test_without_nvml_the_health_facts_are_unknown_with_the_reason(tmp_path, monkeypatch):
+    host_bridge_tree(tmp_path)
+    result = gather(tmp_path, None, monkeypatch)
+    gpu0 = result["gpus"][0]
+    for key in ("nvml_status", "recovery_action", "sram_threshold_exceeded", "fabric_state", "nvlink_errors"):
+        assert "cannot open shared object file" in gpu0[key]["unknown"], key
+    assert value(result["health"]["gpus_pci"]) == 2
+    assert "cannot open shared object file" in result["health"]["gpus_driver"]["unknown"]
+
+
+def test_counters_a_gpu_cannot_give_leave_its_nvlink_errors_unknown(tmp_path, monkeypatch):
+    bdfs = host_bridge_tree(tmp_path)
+    lib = FakeNvmlLib([Gpu(bdfs[0], links=nvlinked(bdfs[0], bdfs[1], 2)[0]), Gpu(bdfs[1])],
+                      codes={"nvmlDeviceGetNvLinkErrorCounter": 3})
+    result = gather(tmp_path, lib, monkeypatch)
+    assert "Not Supported" in result["gpus"][0]["nvlink_errors"]["unknown"]
+    assert value(result["gpus"][1]["nvlink_errors"]) is None  # no NVLink at all: a known null

@@ -307,3 +307,218 @@ def test_a_ctypes_failure_is_an_nvml_error(monkeypatch):
     lib.nvmlSystemGetDriverVersion = bad
     with pytest.raises(nvml_mod.NvmlError, match="nvmlSystemGetDriverVersion: the call failed in ctypes"):
         nvml.driver_version()
+
+
+# ------------------------------------------------ health: field values, error counters, fabric
+
+
+def test_health_struct_layouts_match_nvml_h():
+    """nvmlFieldValue_t: uint, uint, long long, long long, two int enums, the 8-byte union;
+    nvmlEccSramErrorStatus_v1_t: uint (padded to 8), eleven u64, uint (padded); the v1
+    nvmlGpuFabricInfo_t: uchar[16], an int enum, uint, uchar (padded to 4)."""
+    assert ctypes.sizeof(nvml_mod.Value) == 8 and ctypes.alignment(nvml_mod.Value) == 8
+    assert ctypes.sizeof(nvml_mod.FieldValue) == 40
+    assert (nvml_mod.FieldValue.timestamp.offset, nvml_mod.FieldValue.valueType.offset,
+            nvml_mod.FieldValue.nvmlReturn.offset, nvml_mod.FieldValue.value.offset) == (8, 24, 28, 32)
+    assert ctypes.sizeof(nvml_mod.EccSramErrorStatus) == 104
+    assert nvml_mod.EccSramErrorStatus.aggregateUncParity.offset == 8
+    assert nvml_mod.EccSramErrorStatus.bThresholdExceeded.offset == 96
+    assert nvml_mod.struct_version(nvml_mod.EccSramErrorStatus, 1) == 0x01000068
+    assert ctypes.sizeof(nvml_mod.GpuFabricInfo) == 28
+    assert (nvml_mod.GpuFabricInfo.status.offset, nvml_mod.GpuFabricInfo.cliqueId.offset,
+            nvml_mod.GpuFabricInfo.state.offset) == (16, 20, 24)
+    # the fake's independent copy of nvml.h agrees
+    assert nvml_fake.SRAM_VERSION_1 == nvml_mod.struct_version(nvml_mod.EccSramErrorStatus, 1)
+
+
+def test_device_count(monkeypatch):
+    nvml, lib = fake_nvml(monkeypatch, gpus=(A, B, "0000:c1:00.0"))
+    assert nvml.device_count() == 3
+    lib.codes["nvmlDeviceGetCount_v2"] = 999
+    with pytest.raises(nvml_mod.NvmlError, match="NVML_ERROR_UNKNOWN") as exc:
+        nvml.device_count()
+    assert exc.value.code == 999
+
+
+def test_field_values_read_through_the_member_valuetype_names(monkeypatch):
+    fields = {(100, 0): (0, 2.5), (101, 0): (1, 4000000000), (102, 0): (2, 2 ** 40), (103, 0): (3, 2 ** 63 + 5),
+              (104, 0): (4, -(2 ** 40)), (105, 0): (5, -7), (106, 0): (6, 65535), (161, 3): (3, 12),
+              (107, 0): (9, 1)}
+    nvml, lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, fields=fields),))
+    dev = nvml.device(A)
+    requests = [(100, 0), (101, 0), (102, 0), (103, 0), (104, 0), (105, 0), (106, 0), (161, 3)]
+    assert nvml.field_values(dev, requests) == [2.5, 4000000000, 2 ** 40, 2 ** 63 + 5, -(2 ** 40), -7, 65535, 12]
+    # a value type nvml.h does not define is that entry's error, never a guess
+    odd = nvml.field_values(dev, [(107, 0)])[0]
+    assert isinstance(odd, nvml_mod.NvmlError) and odd.code == nvml_mod.NVML_SUCCESS
+    assert "field 107 (scope 0) answers value type 9" in str(odd)
+    assert nvml.field_values(dev, []) == [] and lib.calls.count("nvmlDeviceGetFieldValues") == 2
+
+
+def test_a_field_entry_with_its_own_error(monkeypatch):
+    fields = {(173, 0): (3, 9), (174, 0): nvml_fake.Error(3)}
+    nvml, _lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, fields=fields),))
+    good, bad, unknown_id = nvml.field_values(nvml.device(A), [(173, 0), (174, 0), (9999, 0)])
+    assert good == 9
+    assert isinstance(bad, nvml_mod.NvmlError) and (bad.function, bad.code) == ("nvmlDeviceGetFieldValues", 3)
+    assert str(bad) == "nvmlDeviceGetFieldValues: field 174 (scope 0): Not Supported (NVML_ERROR_NOT_SUPPORTED)"
+    assert isinstance(unknown_id, nvml_mod.NvmlError) and unknown_id.code == nvml_mod.NVML_ERROR_INVALID_ARGUMENT
+
+
+def test_field_values_call_failing_raises(monkeypatch):
+    nvml, lib = fake_nvml(monkeypatch, codes={("nvmlDeviceGetFieldValues", B): 15})
+    assert nvml.field_values(nvml.device(A), [(230, 0)]) == [0]
+    with pytest.raises(nvml_mod.NvmlError, match="GPU is lost") as exc:
+        nvml.field_values(nvml.device(B), [(230, 0)])
+    assert exc.value.code == nvml_mod.NVML_ERROR_GPU_IS_LOST
+    lib.missing.add("nvmlDeviceGetFieldValues")
+    with pytest.raises(nvml_mod.NvmlError) as exc:
+        nvml.field_values(nvml.device(A), [(230, 0)])
+    assert exc.value.code == nvml_mod.NVML_ERROR_FUNCTION_NOT_FOUND
+
+
+@pytest.mark.parametrize("value, name", [(0, "none"), (1, "gpu_reset"), (2, "node_reboot"), (3, "drain_p2p"),
+                                         (4, "drain_and_reset"), (5, "recover_imex_domain"), (6, "action_6")])
+def test_recovery_action_names(monkeypatch, value, name):
+    nvml, lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, recovery_action=value),))
+    assert nvml.recovery_action(nvml.device(A)) == name
+    assert "nvmlDeviceGetFieldValues" in lib.calls
+
+
+@pytest.mark.parametrize("code", [nvml_mod.NVML_ERROR_NOT_SUPPORTED, nvml_mod.NVML_ERROR_INVALID_ARGUMENT])
+def test_recovery_action_from_a_driver_before_r575(monkeypatch, code):
+    """The field id is unknown to the driver: the entry answers the error, the code is kept."""
+    nvml, _lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, recovery_action=nvml_fake.Error(code)),))
+    with pytest.raises(nvml_mod.NvmlError, match="field 230 .scope 0.") as exc:
+        nvml.recovery_action(nvml.device(A))
+    assert (exc.value.function, exc.value.code) == ("nvmlDeviceGetFieldValues", code)
+
+
+def test_recovery_action_read_through_another_integer_type(monkeypatch):
+    gpu = nvml_fake.Gpu(A, fields={(230, 0): (3, 2)})   # unsigned long long
+    nvml, _lib = fake_nvml(monkeypatch, gpus=(gpu,))
+    assert nvml.recovery_action(nvml.device(A)) == "node_reboot"
+
+
+def test_pcie_replay_counter(monkeypatch):
+    nvml, lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, pcie_replay=17), nvml_fake.Gpu(B)))
+    assert (nvml.pcie_replay_counter(nvml.device(A)), nvml.pcie_replay_counter(nvml.device(B))) == (17, 0)
+    lib.codes[("nvmlDeviceGetPcieReplayCounter", B)] = 15
+    with pytest.raises(nvml_mod.NvmlError, match="GPU is lost .NVML_ERROR_GPU_IS_LOST.") as exc:
+        nvml.pcie_replay_counter(nvml.device(B))
+    assert exc.value.code == 15
+
+
+@pytest.mark.parametrize("method, function, args", [
+    ("pcie_replay_counter", "nvmlDeviceGetPcieReplayCounter", ()),
+    ("sram_ecc_status", "nvmlDeviceGetSramEccErrorStatus", ()),
+    ("fabric_info", "nvmlDeviceGetGpuFabricInfo", ()),
+    ("recovery_action", "nvmlDeviceGetFieldValues", ()),
+])
+@pytest.mark.parametrize("how", ["not_supported", "missing"])
+def test_not_supported_and_missing_raise_with_the_code(monkeypatch, method, function, args, how):
+    if how == "missing":
+        nvml, _lib = fake_nvml(monkeypatch, missing={function})
+        code = nvml_mod.NVML_ERROR_FUNCTION_NOT_FOUND
+    else:
+        nvml, _lib = fake_nvml(monkeypatch, codes={function: nvml_mod.NVML_ERROR_NOT_SUPPORTED})
+        code = nvml_mod.NVML_ERROR_NOT_SUPPORTED
+    with pytest.raises(nvml_mod.NvmlError) as exc:
+        getattr(nvml, method)(nvml.device(A), *args)
+    assert (exc.value.function, exc.value.code) == (function, code)
+
+
+def test_nvlink_error_counters(monkeypatch):
+    links, _far = nvml_fake.nvlinked(A, B, 18)
+    gpu = nvml_fake.Gpu(A, links=links, nvlink_errors={2: (5, 1, 0, 3), 4: (0, nvml_fake.Error(3), 7, 0)})
+    nvml, lib = fake_nvml(monkeypatch, gpus=(gpu, nvml_fake.Gpu(B)))
+    dev = nvml.device(A)
+    assert nvml.nvlink_error_counters(dev, 0) == {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
+    assert nvml.nvlink_error_counters(dev, 2) == {"replay": 5, "recovery": 1, "crc_flit": 0, "crc_data": 3}
+    # one counter failing is that counter's answer
+    one = nvml.nvlink_error_counters(dev, 4)
+    assert (one["replay"], one["crc_flit"], one["crc_data"]) == (0, 7, 0)
+    assert isinstance(one["recovery"], nvml_mod.NvmlError) and one["recovery"].code == 3
+    # a link the GPU lacks: INVALID_ARGUMENT for each counter, not a failure of the call
+    beyond = nvml.nvlink_error_counters(dev, 20)
+    assert set(err.code for err in beyond.values()) == {nvml_mod.NVML_ERROR_INVALID_ARGUMENT}
+    # every counter asked with the header's enum values, for the link asked
+    assert lib.calls.count("nvmlDeviceGetNvLinkErrorCounter") == 16
+
+
+def test_nvlink_error_counters_on_blackwell(monkeypatch):
+    """Blackwell answers NOT_SUPPORTED for the four DL counters: the dict holds the errors."""
+    links = nvml_fake.switched(18)
+    nvml, _lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, name="NVIDIA B200", links=links),),
+                           codes={"nvmlDeviceGetNvLinkErrorCounter": 3})
+    found = nvml.nvlink_error_counters(nvml.device(A), 0)
+    assert sorted(found) == ["crc_data", "crc_flit", "recovery", "replay"]
+    assert all(isinstance(err, nvml_mod.NvmlError) and err.code == 3 for err in found.values())
+    assert str(found["replay"]) == "nvmlDeviceGetNvLinkErrorCounter: Not Supported (NVML_ERROR_NOT_SUPPORTED)"
+
+
+@pytest.mark.parametrize("code, missing", [(15, ()), (0, ("nvmlDeviceGetNvLinkErrorCounter",))])
+def test_nvlink_error_counters_raise_for_the_gpu_or_the_library(monkeypatch, code, missing):
+    links, _far = nvml_fake.nvlinked(A, B, 18)
+    codes = {"nvmlDeviceGetNvLinkErrorCounter": code} if code else {}
+    nvml, _lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, links=links),), codes=codes, missing=set(missing))
+    with pytest.raises(nvml_mod.NvmlError) as exc:
+        nvml.nvlink_error_counters(nvml.device(A), 0)
+    assert exc.value.code == (code or nvml_mod.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+
+def test_sram_ecc_status(monkeypatch):
+    sram = {"volatileUncParity": 1, "volatileUncSecDed": 2, "aggregateUncParity": 4, "aggregateUncSecDed": 8,
+            "volatileCor": 16, "aggregateCor": 32, "aggregateUncBucketL2": 12, "bThresholdExceeded": 1}
+    nvml, lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, sram=sram), nvml_fake.Gpu(B)))
+    assert nvml.sram_ecc_status(nvml.device(A)) == {
+        "uncorrected_volatile": 3, "uncorrected_aggregate": 12, "corrected_volatile": 16,
+        "corrected_aggregate": 32, "threshold_exceeded": True}
+    assert nvml.sram_ecc_status(nvml.device(B)) == {
+        "uncorrected_volatile": 0, "uncorrected_aggregate": 0, "corrected_volatile": 0,
+        "corrected_aggregate": 0, "threshold_exceeded": False}
+    lib.codes["nvmlDeviceGetSramEccErrorStatus"] = 4
+    with pytest.raises(nvml_mod.NvmlError, match="NVML_ERROR_NO_PERMISSION") as exc:
+        nvml.sram_ecc_status(nvml.device(A))
+    assert exc.value.code == 4
+
+
+def test_sram_ecc_status_sends_the_struct_version(monkeypatch):
+    """The fake answers ARGUMENT_VERSION_MISMATCH unless version is sizeof | 1 << 24."""
+    nvml, _lib = fake_nvml(monkeypatch)
+    monkeypatch.setattr(nvml_mod, "struct_version", lambda struct, version: 104)
+    with pytest.raises(nvml_mod.NvmlError) as exc:
+        nvml.sram_ecc_status(nvml.device(A))
+    assert exc.value.code == nvml_mod.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+
+
+@pytest.mark.parametrize("fabric, expected", [
+    ((3, 0), {"state": "completed", "status": "ok"}),
+    ((3, 9), {"state": "completed", "status": "NVML_ERROR_DRIVER_NOT_LOADED"}),
+    ((3, 77), {"state": "completed", "status": "error_77"}),
+    ((2, 0), {"state": "in_progress", "status": None}),
+    ((1, 0), {"state": "not_started", "status": None}),
+    ((0, 3), {"state": "not_supported", "status": None}),
+    ((7, 0), {"state": "state_7", "status": None}),
+])
+def test_fabric_info(monkeypatch, fabric, expected):
+    nvml, _lib = fake_nvml(monkeypatch, gpus=(nvml_fake.Gpu(A, fabric=fabric),))
+    assert nvml.fabric_info(nvml.device(A)) == expected
+
+
+def test_fabric_info_gpu_lost(monkeypatch):
+    nvml, _lib = fake_nvml(monkeypatch, codes={"nvmlDeviceGetGpuFabricInfo": 15})
+    with pytest.raises(nvml_mod.NvmlError, match="GPU is lost") as exc:
+        nvml.fabric_info(nvml.device(A))
+    assert exc.value.code == nvml_mod.NVML_ERROR_GPU_IS_LOST
+
+
+def test_health_queries_without_nvml(monkeypatch):
+    nvml, _lib = fake_nvml(monkeypatch)
+    dev = nvml.device(A)
+    nvml.shutdown()
+    for query in (nvml.device_count, lambda: nvml.recovery_action(dev),
+                  lambda: nvml.nvlink_error_counters(dev, 0), lambda: nvml.fabric_info(dev)):
+        with pytest.raises(nvml_mod.NvmlError, match="NVML was shut down") as exc:
+            query()
+        assert exc.value.code is None
