@@ -205,3 +205,33 @@ def test_policy_report_tunes_a_sick_host_and_says_so(tmp_path):
     assert host["status"] == "tuned"
     health = [c for c in host["checks"] if c["name"] == "health"][0]
     assert health["status"] == "failed" and "tuned anyway" in health["message"]
+
+
+TUNE = open(os.path.join(REPO, "playbooks", "tune.yml")).read()
+
+
+def _with_guest(inventory, host):
+    """A serving container of ``host`` (gpufleet_lxc_host) that tune.yml's second play would tune."""
+    inventory["all"]["children"]["gpu_containers"] = {"hosts": {"guest-of-" + host: {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gpufleet_lxc_host": host}}}
+    return inventory
+
+
+def test_tune_leaves_a_sick_host_and_its_container_alone_and_tunes_the_others(tmp_path):
+    inventory = _with_guest(_sicken(_fleet(tmp_path), "h2"), "h2")
+    before = _configs(tmp_path)
+    rc, out = run_playbook(tmp_path, inventory, TUNE, ["--tags", "runtime", "-e",
+                                                       "report_artifacts_dir=%s" % (tmp_path / "artifacts")])
+    assert rc == 0, out
+    after = _configs(tmp_path)
+    for name in HOSTS:
+        path = str(tmp_path / "nodes" / name / "lxc" / "a" / "config")
+        if name == "h2":
+            assert after[path] == before[path]
+        else:
+            assert "lxc.prlimit.memlock = unlimited" in after[path], name
+    assert "guest-of-h2 left alone: its host h2 is quarantined (rma)" in out
+    assert json.loads((tmp_path / "artifacts" / "h2" / "health.json").read_text())["status"] == "quarantined"
+    rc, out = run_playbook(tmp_path, inventory, TUNE, ["--tags", "runtime", "-e", "gpufleet_health_policy=stop",
+                                                       "-e", "report_artifacts_dir=%s" % (tmp_path / "artifacts")])
+    assert rc != 0 and "gpufleet_health_policy is stop" in out, out
