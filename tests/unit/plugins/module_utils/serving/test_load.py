@@ -39,9 +39,11 @@ def test_a_stream_is_timed_token_by_token(fake, kind):
     rec = load.one_request(Endpoint(fake.url), workload(kind), 0, timeout=10)
     assert rec["streamed_tokens"] == rec["output_tokens"] == 8 and rec["usage_tokens"] is None
     assert rec["finish_reason"] == "length"
-    # Gaps are taken as lines are read: a busy client may read two at once, so judge their sum.
+    # Gaps are taken as lines are read: a busy client may read two at once, so judge their sum;
+    # and it may read the first token late (ttft grows) and the rest on time, so the time after
+    # the first token gets the same 10 ms of slack as the gaps (7 tokens 10 ms apart: 70 ms).
     assert rec["ttft"] >= 0.05 and len(rec["gaps"]) == 7 and sum(rec["gaps"]) >= 0.06
-    assert rec["e2e"] >= rec["ttft"] + 0.07
+    assert rec["e2e"] >= rec["ttft"] + 0.06
     assert fake.seen[-1][1] == ("/v1/chat/completions" if kind == "chat" else "/v1/completions")
 
 
