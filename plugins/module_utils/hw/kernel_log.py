@@ -7,7 +7,7 @@ An XID is the driver's report of a GPU fault: 79 says the GPU fell off the bus, 
 uncorrectable ECC error occurred, 119 that the GSP firmware stopped answering. NVML keeps no
 history of them; the kernel log is the one place every one of them is written. Each event
 here is one (GPU, code) pair with its count, the times it was first and last seen and its last
-message; the audit judges the codes with roles/audit/defaults/main/xid_codes.yml.
+message; the audit judges the codes with roles/audit/vars/main/xid_codes.yml.
 
 Sources, the first that gives records wins (the reasons of those that failed are kept):
 
