@@ -36,11 +36,11 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_files
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import audit_report, audit_rules, audit_since, node_text
-from ansible_collections.gpufleet.tuning.plugins.plugin_utils import rules_file
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import profile_report, rules_file
 
 # A previous audit.json larger than this is taken as damaged (no comparison), not read.
 PREVIOUS_MAX_BYTES = 16 * 1024 * 1024
-_ARGS = ("host", "facts", "plan", "params", "rules_file", "rules_extra", "rules_disabled", "path", "mode")
+_ARGS = ("host", "facts", "plan", "params", "rules_file", "rules_extra", "rules_disabled", "profile", "path", "mode")
 
 
 def _fail(message):
@@ -64,7 +64,7 @@ def previous_text(path):
     return "" if data is None else data.decode("utf-8", "replace")
 
 
-def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous="", now=None):
+def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous="", now=None, profile=None):
     """The host's audit: the rules' verdicts on ``facts``, with the host, the time, the plan, the
     facts and the comparison with ``previous`` (the audit.json text this one replaces), every
     string cleaned for the record (node_text) once the rules have judged."""
@@ -86,6 +86,10 @@ def judge(host, facts, plan, params, rules, extra=None, disabled=None, previous=
     now = now or datetime.datetime.now(datetime.timezone.utc)
     audit.update(host=host, time=now.strftime("%Y-%m-%dT%H:%M:%SZ"), planned=plan, facts=facts)
     audit["since"] = audit_since.audit_since(audit, previous)
+    if profile is not None:
+        if not isinstance(profile, dict):
+            _fail("profile must be the profile_select result's profile (a mapping), got %s" % artifact_files.type_name(profile))
+        audit["profile"] = profile_report.record(audit_rules.plain(profile))
     return node_text.clean_tree(audit)
 
 
@@ -95,13 +99,13 @@ def render(audit):
             "system-improve.md": audit_report.audit_report(audit)}
 
 
-def judge_and_write(host, facts, plan, params, rules_file, extra, disabled, folder, mode, check_mode):
+def judge_and_write(host, facts, plan, params, rules_file, extra, disabled, folder, mode, check_mode, profile=None):
     """The host's audit (judge(), compared with the audit.json already in ``folder``) and its two
     files written there (``mode``: an int; nothing written in ``check_mode``): the audit with
     ``path`` and ``files`` (what was written or is due), and whether a write was due."""
     rules = load_rules_file(rules_file)
     previous = previous_text(os.path.join(folder, "audit.json")) if isinstance(folder, str) and folder else ""
-    audit = judge(host, facts, plan, params, rules, extra=extra, disabled=disabled, previous=previous)
+    audit = judge(host, facts, plan, params, rules, extra=extra, disabled=disabled, previous=previous, profile=profile)
     written = artifact_files.write(folder, render(audit), mode, 0o755, check_mode)
     audit.update(path=folder, files=written["files"])
     return audit, written["changed"]
@@ -120,7 +124,7 @@ class ActionModule(ActionBase):
         mode = artifact_files.octal_mode(args.get("mode", "0644"), "mode")
         audit, changed = judge_and_write(args.get("host"), args.get("facts"), args.get("plan"), args.get("params"),
                                          args.get("rules_file"), args.get("rules_extra"), args.get("rules_disabled"),
-                                         args.get("path"), mode, self._task.check_mode)
+                                         args.get("path"), mode, self._task.check_mode, profile=args.get("profile"))
         result.update(audit)
         result.update(changed=changed)
         return result

@@ -22,7 +22,8 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_files, health_verdict, node_text
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import rules_file
 
-_ARGS = ("host", "facts", "params", "rules_file", "rules_extra", "rules_disabled", "policy", "phase", "path", "mode")
+_ARGS = ("host", "facts", "params", "rules_file", "rules_extra", "rules_disabled", "policy", "phase", "profile", "path",
+         "mode")
 RECORD = "health.json"
 
 
@@ -49,12 +50,25 @@ def judge(host, facts, params, rules, extra=None, disabled=None, policy="quarant
     return node_text.clean_tree(verdict)
 
 
+def profile_checks(profile):
+    """The profile the node is held against and its facts-only expectations (GPU count, NVLinks),
+    for health.json: ``{"profile": {name, platform, reasons} or None, "expectations": [...]}``."""
+    if profile in (None, {}):
+        return {"profile": None, "expectations": []}
+    if not isinstance(profile, dict) or not isinstance(profile.get("name"), str):
+        _fail("profile must be the profile_select result's profile (a mapping with a name), got %r" % (profile,))
+    return node_text.clean_tree({"profile": {"name": profile["name"], "platform": profile.get("platform"),
+                                             "reasons": list(profile.get("reasons") or [])},
+                                 "expectations": list(profile.get("checks") or [])})
+
+
 def judge_and_write(args, mode, check_mode):
     """The verdict and health.json written into ``args['path']``; (verdict, whether a write was due)."""
     rules = rules_file.load(args.get("rules_file"), _fail)
     verdict = judge(args.get("host"), args.get("facts"), args.get("params"), rules, extra=args.get("rules_extra"),
                     disabled=args.get("rules_disabled"), policy=args.get("policy", "quarantine"),
                     phase=args.get("phase", "before"))
+    verdict.update(profile_checks(args.get("profile")))
     written = artifact_files.write(args.get("path"), {RECORD: json.dumps(verdict, indent=4, sort_keys=True) + "\n"},
                                    mode, 0o755, check_mode)
     verdict.update(path=args.get("path"), files=written["files"])

@@ -76,6 +76,14 @@ options:
     type: list
     elements: str
     default: []
+  profile:
+    description:
+      - The host's profile (M(gpufleet.tuning.profile_select)'s C(profile)). The audit then keeps
+        it (C(profile) - its name, why it was chosen, its settings with their layers, the
+        facts-only expectation checks, its guard rails) and system-improve.md gets a Profile
+        section saying which profile and why, and per setting whether the node has it yet (from
+        the plan of the part it sets). Left out, neither is written.
+    type: dict
   path:
     description: The host's audit folder on the controller, an absolute path (the filter
       P(gpufleet.tuning.artifact_dir#filter) gives it); made when missing.
@@ -113,6 +121,12 @@ time:
   returned: always
   type: str
   sample: "2026-12-01T07:00:00Z"
+profile:
+  description: What the audit keeps of O(profile) (C(name), C(platform), C(intent), C(reasons),
+    C(settings), C(sources), C(expectations), C(checks), C(guard_rails) by name, C(violations),
+    C(waived)), or null when it was given empty.
+  returned: when O(profile) is given
+  type: dict
 findings:
   description: The rules that found something to fix, most severe first (rule, severity, title,
     item, message, fix, rationale, values, sources).

@@ -80,6 +80,14 @@ options:
     type: str
     choices: [before, after_reboot, after_failure, audit]
     default: before
+  profile:
+    description:
+      - The host's profile (M(gpufleet.tuning.profile_select)'s C(profile)); health.json then
+        carries its name and reasons (C(profile)) and its facts-only expectations
+        (C(expectations) - GPU count for the node kind, active NVLinks per GPU). They do not
+        change the verdict; the rollout's expectations gate judges them. Empty records none.
+    type: dict
+    default: {}
   path:
     description: The host's folder on the controller, an absolute path; made when missing.
     type: path
@@ -166,6 +174,15 @@ findings:
   elements: dict
 unknown:
   description: The health rules that could not be judged, with the reasons.
+  returned: always
+  type: list
+  elements: dict
+profile:
+  description: The profile of O(profile) - C(name), C(platform), C(reasons) - or null.
+  returned: always
+  type: dict
+expectations:
+  description: The profile's facts-only expectation checks (C(check), C(item), C(status), C(message), C(value), C(expected)).
   returned: always
   type: list
   elements: dict

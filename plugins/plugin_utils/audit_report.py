@@ -27,6 +27,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.artifact_dir import encode
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_rules import SEVERITIES
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.markdown_text import code, escape
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import profile_report
 
 HEADINGS = {
     "H": "H: health, the hardware or the driver needs an action before this node is tuned or trusted",
@@ -347,6 +348,8 @@ def host_report(audit):
     lines = []
     _header(audit, lines)
     _summary(audit, lines)
+    if "profile" in audit:
+        lines += profile_report.lines(audit["profile"], audit.get("planned"))
     _since(audit, lines)
     _findings(audit, lines)
     _planned(audit, lines)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -126,3 +127,38 @@ def bounded(work, seconds=10):
     if "error" in box:
         raise box["error"]
     return box.get("value")
+
+
+# A role default that reads the node's profile (roles/profile): profile_settings.NAME, else the
+# base value, written as a Jinja literal or as a variable of the role's vars/main.yml.
+PROFILE_DEFAULT = re.compile(r"^\{\{ profile_settings\.(\w+) \| default\((.*)\) \}\}$", re.S)
+
+
+def base_default(value, role_vars=None):
+    """``value`` as the base profile gives it: a default that reads profile_settings is its
+    default() argument evaluated (with ``role_vars``); anything else is returned as it is."""
+    import jinja2  # the controller's; not needed by the module tests
+    if isinstance(value, str):
+        match = PROFILE_DEFAULT.match(value.strip())
+        if match:
+            return jinja2.Environment().compile_expression(match.group(2))(**(role_vars or {}))
+    return value
+
+
+def role_base_defaults(repo, role):
+    """The role's defaults (defaults/main/*.yml, or defaults/main.yml) with the profile-reading
+    ones resolved to their base values."""
+    import yaml
+    folder = os.path.join(repo, "roles", role, "defaults")
+    paths = [os.path.join(folder, "main.yml")] if os.path.isfile(os.path.join(folder, "main.yml")) else [
+        os.path.join(folder, "main", n) for n in sorted(os.listdir(os.path.join(folder, "main"))) if n.endswith((".yml", ".yaml"))]
+    merged = {}
+    for path in paths:
+        with open(path) as handle:
+            merged.update(yaml.safe_load(handle) or {})
+    role_vars = {}
+    vars_file = os.path.join(repo, "roles", role, "vars", "main.yml")
+    if os.path.isfile(vars_file):
+        with open(vars_file) as handle:
+            role_vars = yaml.safe_load(handle) or {}
+    return dict((k, base_default(v, role_vars)) for k, v in merged.items())

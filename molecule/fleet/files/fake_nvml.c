@@ -25,6 +25,10 @@
  *
  *     name                       the product name, underscores shown as spaces
  *                                (default NVIDIA_H100_80GB_HBM3)
+ *     device                     0xNNNN, the PCI device id (default 0x2330, an H100 SXM):
+ *                                nvmlDeviceGetPciInfo_v3's pciDeviceId is it << 16 | 0x10DE;
+ *                                scripts/harness/fleet gpu-plant writes the same id into the
+ *                                GPU's sysfs device file
  *     remap_failure              0/1   nvmlDeviceGetRemappedRows failureOccurred
  *     remap_pending              0/1   nvmlDeviceGetRemappedRows isPending
  *     remapped_correctable       N     nvmlDeviceGetRemappedRows corrRows
@@ -150,14 +154,16 @@ typedef struct nvmlPciInfo_st {
 #define DRIVER_VERSION "580.0-fake"
 #define CUDA_DRIVER_VERSION 13000 /* 13.0, what an R580 driver reports */
 #define DEFAULT_NAME "NVIDIA H100 80GB HBM3"
-/* What scripts/harness/fleet gpu-plant puts in sysfs: an H100 SXM (10de:2330). */
-#define PCI_DEVICE_ID 0x233010DEu    /* device id << 16 | vendor id, as NVML reports it */
+/* What scripts/harness/fleet gpu-plant puts in sysfs without device=: an H100 SXM (10de:2330). */
+#define DEFAULT_PCI_DEVICE 0x2330u
+#define PCI_VENDOR_NVIDIA 0x10DEu    /* pciDeviceId is device id << 16 | vendor id, as NVML reports it */
 #define PCI_SUBSYSTEM_ID 0x16C110DEu
 #define MAX_GPUS 64
 
 struct nvmlDevice_st {
     unsigned int domain, bus, device, function;
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    unsigned int pci_device;        /* the PCI device id, 0x2330 */
     unsigned int remap_failure, remap_pending, remapped_correctable, remapped_uncorrectable;
     unsigned long long ecc_uncorrected_volatile, ecc_uncorrected_aggregate;
     unsigned int recovery_action, persistence, lost;
@@ -310,6 +316,16 @@ static int apply(struct nvmlDevice_st *gpu, char *word, const char *path, unsign
         gpu->name[i] = '\0';
         return 0;
     }
+    if (strcmp(word, "device") == 0) {
+        const char *p = value + 2;
+        unsigned long id;
+        if (strncmp(value, "0x", 2) != 0 || hex_run(&p, 4, &id) || *p != '\0') {
+            complain(path, line, "device must be 0x and 1 to 4 hex digits (the PCI device id, 0x2330)", value);
+            return -1;
+        }
+        gpu->pci_device = (unsigned int)id;
+        return 0;
+    }
     for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         if (strcmp(word, keys[i].key) != 0)
             continue;
@@ -356,6 +372,7 @@ static nvmlReturn_t load(void)
             continue;
         memset(&gpu, 0, sizeof(gpu));
         strcpy(gpu.name, DEFAULT_NAME);
+        gpu.pci_device = DEFAULT_PCI_DEVICE;
         gpu.persistence = 1;
         if (parse_bus_id(word, &gpu.domain, &gpu.bus, &gpu.device, &gpu.function) ||
             strchr(word, '.') == NULL || strchr(word, ':') == strrchr(word, ':')) {
@@ -545,7 +562,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
     pci->domain = device->domain;
     pci->bus = device->bus;
     pci->device = device->device;
-    pci->pciDeviceId = PCI_DEVICE_ID;
+    pci->pciDeviceId = device->pci_device << 16 | PCI_VENDOR_NVIDIA;
     pci->pciSubSystemId = PCI_SUBSYSTEM_ID;
     return NVML_SUCCESS;
 }

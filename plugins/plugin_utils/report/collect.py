@@ -18,6 +18,12 @@ shape them, never guessed:
 - ``<host>/health.json`` (the action health_judge: plugin_utils/health_verdict.py's verdict,
   ``status`` healthy, degraded or quarantined, ``actions`` heaviest first, ``findings`` of
   severity H with their ``action`` and ``blocking``, ``gpus`` with each GPU's status);
+- ``<host>/normal.json`` (the action node_normal: plugin_utils/node_normal.py's verdict, the host's
+  ``profile``, its absolute ``checks`` against the profile's expectations, its ``figures``, the
+  ``peers`` it saw and the ``settings`` it was judged with) and ``<host>/profile.json`` (the action
+  profile_select: the profile's ``name``, ``reasons``, ``description``, ``pinned``). A host's
+  peers are worked out again here over the whole fleet (normal_fleet): each normal.json was written
+  when its host was judged, so its peers were only the hosts judged before it;
 - ``fleet-audit.json`` (audit_fleet), ``fleet-drift.json`` (host: recorded drift) and
   ``rollout-<run id>.json`` (rollout_result: batches, batch_outcomes, hosts, verdict).
 
@@ -34,8 +40,9 @@ with a note and never blocks the reader. Files are read up to MAX_FILE_BYTES.
 
 ``collect(root)`` does the reading (``root_fd``: a descriptor of the folder already opened, as
 the fleet_report action passes the one it writes the page through); ``host_model``,
-``p2p_model``, ``benchmark_model``, ``experiments_model``, ``health_model``, ``health_summary`` and
-``rollout_model`` are pure functions of the loaded data,
+``p2p_model``, ``benchmark_model``, ``experiments_model``, ``health_model``, ``health_summary``,
+``normal_fleet``, ``normal_model``, ``normal_summary`` and ``rollout_model`` are pure functions of
+the loaded data,
 so the tests give them shapes directly.
 Nothing reads the clock: the same folder gives the same model.
 """
@@ -49,7 +56,7 @@ import os
 import re
 import stat
 
-from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs, node_normal
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_rules import SEVERITIES
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.experiments_report import figure_value
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.health_verdict import STATUSES as HEALTH_STATUSES
@@ -58,10 +65,10 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.serving import sta
 
 MAX_FILE_BYTES = 64 << 20
 HOST_FILES = ("health.json", "audit.json", "system-improve.md", "verify.json", "benchmark.json",
-              "benchmark-before.json", "benchmark-after.json", "experiments.json")
+              "benchmark-before.json", "benchmark-after.json", "experiments.json", "normal.json", "profile.json")
 # Files of a host's folder the page links to when they are there (the health first).
-LINKED_FILES = ("health.json", "system-improve.md", "audit.json", "verify.json", "verify.previous.json", "benchmark.md",
-                "benchmark.json", "experiments.md", "experiments.json")
+LINKED_FILES = ("health.json", "normal.json", "profile.json", "system-improve.md", "audit.json", "verify.json",
+                "verify.previous.json", "benchmark.md", "benchmark.json", "experiments.md", "experiments.json")
 ROLLOUT_FILE = re.compile(r"rollout-([A-Za-z0-9._-]+)\.json\Z")
 _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 
@@ -260,6 +267,8 @@ def _collect(reader):
                 "before": reader.json(os.path.join(name, "benchmark-before.json")),
                 "after": reader.json(os.path.join(name, "benchmark-after.json")),
                 "experiments": reader.json(os.path.join(name, "experiments.json")),
+                "normal": reader.json(os.path.join(name, "normal.json")),
+                "profile": reader.json(os.path.join(name, "profile.json")),
             }
             if loaded["experiments"] is not None and not isinstance(loaded["experiments"].get("candidates"), list):
                 reader.note(os.path.join(name, "experiments.json"), "not an experiments record (no candidates list)")
@@ -267,6 +276,13 @@ def _collect(reader):
             if loaded["health"] is not None and not isinstance(loaded["health"].get("status"), str):
                 reader.note(os.path.join(name, "health.json"), "not a health verdict (no status)")
                 loaded["health"] = None
+            if loaded["normal"] is not None and not isinstance(loaded["normal"].get("checks"), list) \
+                    and not isinstance(loaded["normal"].get("figures"), list):
+                reader.note(os.path.join(name, "normal.json"), "not a node_normal verdict (no checks or figures list)")
+                loaded["normal"] = None
+            if loaded["profile"] is not None and not isinstance(loaded["profile"].get("name"), str):
+                reader.note(os.path.join(name, "profile.json"), "not a profile record (no name)")
+                loaded["profile"] = None
             host = _host_name(name, loaded)
             links = [f for f in LINKED_FILES if reader.is_file(os.path.join(name, f))]
             hosts[host] = dict(loaded, folder=name, files=links)
@@ -283,7 +299,7 @@ def _collect(reader):
 
 
 def _host_name(folder, loaded):
-    for key in ("health", "audit", "verify", "benchmark", "after", "before", "experiments"):
+    for key in ("health", "audit", "verify", "benchmark", "after", "before", "experiments", "normal", "profile"):
         name = (loaded.get(key) or {}).get("host")
         if isinstance(name, str) and name:
             return name
@@ -299,7 +315,7 @@ def natural_key(name):
 
 def fleet_model(hosts, fleet_audit=None, fleet_drift=None, rollouts=()):
     """The model from loaded records: ``hosts`` maps a name to {folder, health, audit, report,
-    verify, benchmark, before, after, experiments} (any of them None)."""
+    verify, benchmark, before, after, experiments, normal, profile} (any of them None)."""
     rollout = None
     older = []
     ordered = sorted((r for r in rollouts if isinstance(r, dict)), key=_rollout_key)
@@ -316,12 +332,14 @@ def fleet_model(hosts, fleet_audit=None, fleet_drift=None, rollouts=()):
     names = set(hosts) | set(drift_by_host) | set(from_fleet_audit)
     if rollout:
         names |= set(rollout["hosts"])
+    peers_fleet = normal_fleet(hosts)
     models = []
     for name in sorted(names, key=natural_key):
         loaded = hosts.get(name) or {}
         model = host_model(name, loaded, fleet_drift=drift_by_host.get(name),
                            rollout=(rollout or {}).get("hosts", {}).get(name),
-                           fleet_row=from_fleet_audit.get(name), fleet_findings=fleet_findings.get(name))
+                           fleet_row=from_fleet_audit.get(name), fleet_findings=fleet_findings.get(name),
+                           peers_fleet=peers_fleet)
         models.append(model)
     for number, model in enumerate(models, 1):
         model["id"] = "host-%d" % number
@@ -329,6 +347,7 @@ def fleet_model(hosts, fleet_audit=None, fleet_drift=None, rollouts=()):
     return {
         "hosts": models,
         "health": health_summary(models),
+        "normal": normal_summary(models),
         "columns": finding_columns(models),
         "rollout": rollout,
         "older_rollouts": older,
@@ -388,9 +407,11 @@ def _sev_rank(severity):
 
 # ------------------------------------------------------------------------------ one host
 
-def host_model(name, loaded, fleet_drift=None, rollout=None, fleet_row=None, fleet_findings=None):
-    """One host of the page from its loaded records (each may be None)."""
+def host_model(name, loaded, fleet_drift=None, rollout=None, fleet_row=None, fleet_findings=None, peers_fleet=None):
+    """One host of the page from its loaded records (each may be None); ``peers_fleet``:
+    normal_fleet() of every host, for the host's peers (None: the peers its normal.json recorded)."""
     health = health_model(loaded.get("health"))
+    normal = normal_model(name, loaded.get("normal"), loaded.get("profile"), peers_fleet)
     audit = audit_model(loaded.get("audit"), loaded.get("report"), fleet_row, fleet_findings)
     verify = verify_model(loaded.get("verify"))
     bench = benchmark_model(loaded.get("benchmark"), loaded.get("before"), loaded.get("after"))
@@ -398,7 +419,8 @@ def host_model(name, loaded, fleet_drift=None, rollout=None, fleet_row=None, fle
     drift = _drift(fleet_drift, verify)
     times = [t for t in ((health or {}).get("time"), (audit or {}).get("time"), (verify or {}).get("time"),
                          (bench or {}).get("after_time"), (bench or {}).get("before_time"),
-                         (experiments or {}).get("time_finished"), (experiments or {}).get("time_started")) if t]
+                         (experiments or {}).get("time_finished"), (experiments or {}).get("time_started"),
+                         normal["time"], normal["profile_time"]) if t]
     model = {
         "name": name,
         "folder": loaded.get("folder"),
@@ -409,6 +431,7 @@ def host_model(name, loaded, fleet_drift=None, rollout=None, fleet_row=None, fle
         "p2p": (verify or {}).get("p2p") or p2p_model(None, why="no verify.json" if verify is None else None),
         "benchmark": bench,
         "experiments": experiments,
+        "normal": normal,
         "rollout": rollout,
         "drift": drift,
         "times": times,
@@ -909,6 +932,197 @@ def health_summary(hosts):
     return dict(listed, counts=counts, judged=counts["total"] - counts["not_judged"])
 
 
+# ------------------------------------------------------------------------------ is this node normal?
+
+# A host's answer: normal.json's verdict with its peers worked out again over the fleet.
+NORMAL_STATUSES = ("not_normal", "normal", "not_judged")
+
+
+def _setting(settings, key, default, least):
+    value = _number(settings.get(key))
+    return value if value is not None and value >= least else default
+
+
+def normal_settings(record):
+    """The peer settings a normal.json was judged with (mads, min_peers, min_spread_pct), each
+    node_normal's default where the record has none or one node_normal would refuse."""
+    settings = record.get("settings") if isinstance(record, dict) and isinstance(record.get("settings"), dict) else {}
+    return {"mads": _setting(settings, "mads", node_normal.DEFAULT_MADS, 0.5),
+            "min_peers": int(_setting(settings, "min_peers", node_normal.DEFAULT_MIN_PEERS, 2)),
+            "min_spread_pct": _setting(settings, "min_spread_pct", node_normal.DEFAULT_MIN_SPREAD_PCT, 0)}
+
+
+def _normal_figures(record):
+    """The figures of a normal.json that the peers can weigh: a name, a finite number, which way
+    is better (higher or lower), the unit; others left out."""
+    out = []
+    for entry in _list_of(record.get("figures")):
+        if not isinstance(entry, dict) or not isinstance(entry.get("figure"), str):
+            continue
+        value = _number(entry.get("value"))
+        if value is None or entry.get("better") not in ("higher", "lower"):
+            continue
+        out.append({"figure": entry["figure"], "value": value, "unit": _text(entry.get("unit")) or "",
+                    "better": entry["better"]})
+    return out
+
+
+def _expected(value):
+    if isinstance(value, list):
+        return [_number(v) if _number(v) is not None else _text(v) for v in value]
+    return _number(value) if _number(value) is not None else _text(value)
+
+
+def _normal_checks(record):
+    """The absolute checks of a normal.json (node_normal.absolute's), each key with a default."""
+    out = []
+    for entry in _list_of(record.get("checks")):
+        if not isinstance(entry, dict) or not isinstance(entry.get("check"), str):
+            continue
+        out.append({"check": entry["check"], "item": _text(entry.get("item")),
+                    "status": _text(entry.get("status")) or "unknown", "message": _text(entry.get("message")) or "",
+                    "value": _expected(entry.get("value")), "expected": _expected(entry.get("expected"))})
+    return out
+
+
+def _profile_name(record):
+    profile = record.get("profile") if isinstance(record, dict) and isinstance(record.get("profile"), dict) else {}
+    return _text(profile.get("name"))
+
+
+class _Fleet(dict):
+    """normal_fleet()'s mapping, with each profile's median and MAD per figure worked out once
+    (``stats``) for all its hosts: judging every host is then linear in the fleet, not quadratic."""
+
+    def __init__(self):
+        super().__init__()
+        self.stats = {}
+
+    def group_stats(self, profile):
+        if profile not in self.stats:
+            self.stats[profile] = node_normal.group_stats(self, profile)
+        return self.stats[profile]
+
+
+def normal_fleet(hosts):
+    """{host: {"profile", "figures"}} of every loaded host with a normal.json: the fleet each
+    host's peers are taken from (node_normal.peers' ``fleet``)."""
+    out = _Fleet()
+    for name, loaded in hosts.items():
+        record = (loaded or {}).get("normal")
+        if isinstance(record, dict):
+            out[name] = {"profile": _profile_name(record), "figures": _normal_figures(record)}
+    return out
+
+
+def _recorded_peers(record):
+    """The peers a normal.json recorded (the hosts judged before it), for a host model made
+    without the fleet."""
+    peers = record.get("peers") if isinstance(record.get("peers"), dict) else {}
+    outliers = [o for o in _list_of(peers.get("outliers")) if isinstance(o, dict) and isinstance(o.get("message"), str)]
+    return {"profile": _text(peers.get("profile")), "hosts": [str(h) for h in _list_of(peers.get("hosts"))],
+            "compared": [c for c in _list_of(peers.get("compared")) if isinstance(c, dict)],
+            "outliers": outliers, "reason": _text(peers.get("reason"))}
+
+
+def _peer_item(item):
+    return {"figure": _text(item.get("figure")) or "?", "value": _number(item.get("value")),
+            "unit": _text(item.get("unit")) or "", "median": _number(item.get("median")),
+            "mad": _number(item.get("mad")), "mads_away": _number(item.get("mads_away")),
+            "hosts": _int(item.get("hosts")), "direction": _text(item.get("direction")),
+            "message": _text(item.get("message"))}
+
+
+def normal_model(name, record, profile=None, fleet=None):
+    """Is host ``name`` normal? Its normal.json (``record``) and profile.json (``profile``) as the
+    page shows them: the profile and why it was chosen, the absolute checks that did not pass
+    (outside, unknown), its peers worked out again over ``fleet`` (normal_fleet: every host with a
+    normal.json, with the settings its own record was judged with; None: the peers it recorded),
+    the outliers with their messages, how many figures were compared, the verdict
+    (node_normal.verdict) and ``status`` normal, not_normal or not_judged (with ``why``)."""
+    profile = profile if isinstance(profile, dict) and isinstance(profile.get("name"), str) else None
+    record = record if isinstance(record, dict) else None
+    judged_profile = (record.get("profile") if record and isinstance(record.get("profile"), dict) else None) or {}
+    reasons = _list_of(judged_profile.get("reasons")) or _list_of((profile or {}).get("reasons"))
+    profile_name = _profile_name(record) or (profile or {}).get("name")
+    out = {
+        "record": record is not None,
+        "profile": profile_name,
+        "platform": _text(judged_profile.get("platform")) or _text((profile or {}).get("platform")),
+        "reasons": [str(r) for r in reasons if isinstance(r, (str, int, float))],
+        "description": _text((profile or {}).get("description")),
+        "pinned": (profile or {}).get("pinned") is True,
+        "profile_now": (profile or {}).get("name") if record and profile and profile["name"] != profile_name else None,
+        "profile_time": _text((profile or {}).get("time")),
+        "time": _text(record.get("time")) if record else None,
+        "status": "not_judged", "normal": None, "why": "no normal.json", "lines": [], "checks": [], "outside": 0,
+        "outliers": [], "figures": [], "compared": 0, "peers": [], "reason": None, "peers_from": None,
+        "recorded_normal": None, "recorded_peers": None, "settings": normal_settings(record),
+    }
+    if record is None:
+        return out
+    checks = _normal_checks(record)
+    settings = out["settings"]
+    if fleet is None:
+        peer = _recorded_peers(record)
+        out["peers_from"] = "normal.json"
+    else:
+        own = {"profile": _profile_name(record), "figures": _normal_figures(record)}
+        stats = fleet.group_stats(own["profile"]) if isinstance(fleet, _Fleet) and fleet.get(name) == own else None
+        fleet = dict(fleet)
+        fleet[name] = own
+        peer = node_normal.peers(name, fleet, mads=settings["mads"], min_peers=settings["min_peers"],
+                                 min_spread_pct=settings["min_spread_pct"], stats=stats)
+        out["peers_from"] = "fleet"
+    normal, lines = node_normal.verdict(checks, peer)
+    recorded = _recorded_peers(record)
+    out.update(
+        status="normal" if normal is True else "not_normal" if normal is False else "not_judged",
+        normal=normal,
+        why=None if normal is not None else (peer.get("reason") or "no expectation could be checked and no figure "
+                                             "compared with peers"),
+        lines=[str(line) for line in lines],
+        checks=[c for c in checks if c["status"] not in ("ok", "not_applicable")],
+        outside=sum(1 for c in checks if c["status"] == "outside"),
+        outliers=[_peer_item(o) for o in peer.get("outliers") or []],
+        figures=[_peer_item(c) for c in peer.get("compared") or []],
+        compared=len(peer.get("compared") or []),
+        peers=[str(h) for h in peer.get("hosts") or [] if str(h) != name],
+        reason=peer.get("reason") if not peer.get("compared") else None,
+        recorded_normal=record.get("normal") if isinstance(record.get("normal"), bool) else None,
+        recorded_peers=len([h for h in recorded["hosts"] if h != name]),
+    )
+    return out
+
+
+def normal_summary(hosts):
+    """Is each node normal, for the fleet: hosts per status (``records``: how many have a
+    normal.json), and per profile its hosts, how many are normal, not normal, not judged, the
+    hosts not normal with their lines (each expectation outside, each outlier against its peers)
+    and the hosts not judged with why. Profiles by name, hosts without a profile last."""
+    counts = dict((status, 0) for status in NORMAL_STATUSES)
+    groups = {}
+    for host in hosts:
+        normal = host.get("normal") or {}
+        status = normal.get("status") if normal.get("status") in NORMAL_STATUSES else "not_judged"
+        counts[status] += 1
+        group = groups.setdefault(normal.get("profile"), {
+            "profile": normal.get("profile"), "hosts": [], "counts": dict((s, 0) for s in NORMAL_STATUSES),
+            "not_normal": [], "not_judged": []})
+        group["hosts"].append(host["name"])
+        group["counts"][status] += 1
+        entry = {"name": host["name"], "id": host.get("id"), "status": status}
+        if status == "not_normal":
+            group["not_normal"].append(dict(entry, lines=list(normal.get("lines") or []), outside=normal.get("outside", 0),
+                                            outliers=len(normal.get("outliers") or [])))
+        elif status == "not_judged":
+            group["not_judged"].append(dict(entry, why=normal.get("why") or "not judged"))
+    counts["total"] = len(hosts)
+    ordered = sorted(groups.values(), key=lambda g: (g["profile"] is None, g["profile"] or ""))
+    return {"counts": counts, "records": sum(1 for h in hosts if (h.get("normal") or {}).get("record")),
+            "profiles": ordered}
+
+
 # ------------------------------------------------------------------------------ rollout
 
 HOST_STATUSES = ("tuned", "unchanged", "quarantined", "failed", "unreachable", "untouched")
@@ -1032,4 +1246,6 @@ def attention(host):
         out.append("H findings")
     if (audit.get("counts") or {}).get("P0"):
         out.append("P0 findings")
+    if (host.get("normal") or {}).get("status") == "not_normal":
+        out.append("not normal")
     return out

@@ -5,14 +5,17 @@
 
 What people look at after a tune or rollout run, in the order they ask: the fleet's health
 first (hosts healthy, degraded, quarantined for their hardware, from each host's health.json,
-the quarantined ones named with their actions); which hosts need a look and why; the findings
+the quarantined ones named with their actions); is each node normal (each host against its
+profile's expectations and the hosts of its profile, from each host's normal.json with the peers
+worked out again over the whole fleet; per profile the hosts not normal, each with its figure and
+the reference it is held against); which hosts need a look and why; the findings
 grid (hosts x findings, coloured by severity, H its own colour, each cell a link to that finding
 in the host's system-improve.md); the rollout (canary, batches, quarantined hosts, failures,
 reverts, hosts not touched); what drifted since the previous run; then each host, its health
-line first: its P2P matrices as heatmaps against the floor each pair was judged by, its
-benchmark before and after the tuning with the noise band and the efficiency against the
-ceiling, and its serving experiments (the launch flags tried one at a time, each kept or rolled
-back).
+line first and its profile's verdict (normal, not normal, not judged) after it: its P2P matrices
+as heatmaps against the floor each pair was judged by, its benchmark before and after the tuning
+with the noise band and the efficiency against the ceiling, and its serving experiments (the
+launch flags tried one at a time, each kept or rolled back).
 
 One file, nothing fetched: the stylesheet is inline, the charts are inline SVG (charts.py), and
 there is no script at all (sections fold with ``<details>``), so the page opens from a file
@@ -26,7 +29,7 @@ bidi character, bounded length), and each value is placed with html.escape(quote
 text and in double-quoted attributes alike; a class or an id is never a value (a severity
 outside H and P0-P2 is the "unknown" class, a health status outside healthy, degraded and
 quarantined the neutral "hs-unk", an experiment's status outside the known ones a plain badge,
-an id is collect's ``host-N`` kept to [A-Za-z0-9_-]). A
+a node's verdict one of three fixed badges, an id is collect's ``host-N`` kept to [A-Za-z0-9_-]). A
 link is either a fragment of this page or one of the collection's own relative paths: a host's
 folder (the artifacts folder's entry, artifact_dir's encoding) and a fixed file name, or a
 rollout-<run id>.md beside the page, each URL-quoted; no value goes into a <script>, <style> or
@@ -63,6 +66,8 @@ FIGURE_LABELS = {"decode_tokens_per_s": "decode tokens/s", "output_tokens_per_s"
 EXPERIMENT_BADGES = {"kept": ("kept", "b-ok"), "rolled_back": ("rolled back", ""),
                      "rejected_accuracy": ("rejected on accuracy", "b-warn"), "failed_start": ("failed to start", "b-bad"),
                      "failed": ("failed", "b-bad"), "skipped": ("skipped", "")}
+# Is this node normal: a host's status (collect.NORMAL_STATUSES) -> (its words, its badge's class).
+NORMAL_BADGES = {"normal": ("normal", "b-ok"), "not_normal": ("not normal", "b-bad"), "not_judged": ("not judged", "")}
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 LIST_LIMIT = 12
 _NOT_ID = re.compile(r"[^A-Za-z0-9_-]")
@@ -93,6 +98,7 @@ background:#eaeef2;color:#1f2328;white-space:nowrap}
 .hs-healthy{background:#1e8e3e;color:#fff}.hs-degraded{background:#f9a825;color:#3b2f00}
 .hs-quarantined{background:#c62828;color:#fff}.hs-unk{background:#cfd6de;color:#1f2328}
 .health-host{margin:4px 0 8px}.health-host ul{margin:2px 0}
+.normal-host{margin:4px 0 8px}.normal-host ul{margin:2px 0}
 .b-bad{background:#c62828;color:#fff}.b-warn{background:#ef6c00;color:#fff}.b-ok{background:#1e8e3e;color:#fff}
 table{border-collapse:collapse;background:#fff;overflow-wrap:normal}
 th,td{border:1px solid #d8dee4;padding:3px 6px;text-align:left;vertical-align:top}
@@ -204,7 +210,7 @@ def host_href(host, name):
 def _badges(words):
     out = []
     for word in words:
-        cls = "b-bad" if word.startswith(("rollout", "P2P short", "benchmark", "verify", "quarantined")) else \
+        cls = "b-bad" if word.startswith(("rollout", "P2P short", "benchmark", "verify", "quarantined", "not normal")) else \
             "b-warn" if word in ("drift", "P2P regression", "health degraded") else \
             "b-P0" if word == "P0 findings" else "b-H" if word == "H findings" else ""
         out.append('<span class="badge %s">%s</span>' % (cls, _e(word)))
@@ -267,6 +273,63 @@ def _health(model):
     return "".join(out)
 
 
+def _normal_badge(status):
+    """A node's verdict as a badge: normal, not normal or not judged (never the record's word)."""
+    words, cls = NORMAL_BADGES.get(status, NORMAL_BADGES["not_judged"])
+    return '<span class="badge%s">%s</span>' % (" " + cls if cls else "", _e(words))
+
+
+def _profile_label(name):
+    return name if name else "no profile recorded"
+
+
+def _normal(model):
+    """Is this node normal? Hosts per verdict, then per profile how many are normal, not normal,
+    not judged, the hosts not normal named with each line (an expectation outside, an outlier
+    with its figure against the peers' median) and the hosts not judged with why."""
+    summary = model.get("normal") or {}
+    counts = summary.get("counts") or {}
+    out = ['<section id="normal"><h2>Is this node normal?</h2>',
+           '<p class="muted">Each host against its profile\'s expectations (the GPU count, the NVLinks, the memory '
+           'bandwidth, the P2P floors, the decode efficiency band) and against the hosts of the same profile (its '
+           'peers: a figure more MADs from their median than the host\'s normal.json allows). The peers are worked '
+           'out again here over every host with a normal.json: each was written when its host was judged, with only '
+           'the hosts judged before it.</p>']
+    if not summary.get("records"):
+        out.append('<p class="box muted" id="normal-none">No normal.json in the artifacts folder: no host has been '
+                   'held against its profile and its peers (gpufleet.tuning.node_normal).</p></section>')
+        return "".join(out)
+    out.append('<div class="tiles">')
+    for status in ("not_normal", "normal", "not_judged"):
+        out.append('<div class="tile" data-tile="normal %s"><b>%d</b>%s</div>' % (
+            _e(NORMAL_BADGES[status][0]), _count(counts.get(status)), _normal_badge(status)))
+    out.append("</div>")
+    for number, group in enumerate(summary.get("profiles") or [], 1):
+        group_counts = group.get("counts") or {}
+        head = "%s: %s normal, %s not normal, %s not judged" % (
+            _plural(len(group.get("hosts") or []), "host"), _count(group_counts.get("normal")),
+            _count(group_counts.get("not_normal")), _count(group_counts.get("not_judged")))
+        out.append('<div class="box normal-profile" id="normal-profile-%d" data-profile="%s"><b>Profile %s</b> '
+                   '<span class="muted">%s</span>' % (number, _e(group.get("profile") or ""),
+                                                      _e(_profile_label(group.get("profile"))), _e(head)))
+        if group.get("not_normal"):
+            out.append("<ul>")
+            for entry in group["not_normal"]:
+                out.append('<li data-host="%s"><a href="#%s">%s</a> %s%s</li>' % (
+                    _e(entry["name"]), _id(entry.get("id")), _e(entry["name"]), _normal_badge("not_normal"),
+                    _list(entry.get("lines") or [])))
+            out.append("</ul>")
+        elif _count(group_counts.get("normal")):
+            out.append('<p class="muted">Every host judged is normal against its profile and its peers.</p>')
+        if group.get("not_judged"):
+            out.append('<p class="muted normal-unjudged">Not judged: %s.</p>' % "; ".join(
+                '<a href="#%s">%s</a> (%s)' % (_id(entry.get("id")), _e(entry["name"]), _e(entry.get("why")))
+                for entry in group["not_judged"]))
+        out.append("</div>")
+    out.append("</section>")
+    return "".join(out)
+
+
 def _summary(model):
     hosts = model["hosts"]
     audited = [h for h in hosts if h.get("audit")]
@@ -298,8 +361,8 @@ def _summary(model):
             out.append('<li><a href="#%s">%s</a> %s</li>' % (_id(host["id"]), _e(host["name"]), _badges(host["attention"])))
         out.append("</ul></div>")
     else:
-        out.append('<p class="box" id="attention">Nothing needs a look: no rollout failure, drift, P2P shortfall or '
-                   'benchmark regression (the findings are in the grid below).</p>')
+        out.append('<p class="box" id="attention">Nothing needs a look: no rollout failure, drift, P2P shortfall, '
+                   'benchmark regression or host not normal (the findings are in the grid below).</p>')
     out.append("</section>")
     return "".join(out)
 
@@ -560,6 +623,7 @@ def _host(host):
     out = ['<details class="host" id="%s" data-host="%s"%s><summary>%s</summary><div class="in">' % (
         _id(host["id"]), _e(host["name"]), " open" if needs_a_look(host) else "", summary)]
     out.append(_host_health(host))
+    out.append(_host_normal(host))
     out.append(_host_facts(host))
     out.append(_host_rollout(host))
     out.append(_host_verify(host))
@@ -605,6 +669,76 @@ def _host_health(host):
             for g in health.get("gpus") or [] if g.get("status") != "healthy"]
     if sick:
         out.append('<p class="muted">%s.</p>' % _e("; ".join(sick)))
+    out.append("</div>")
+    return "".join(out)
+
+
+def _peer_row(item):
+    mads = item.get("mads_away")
+    return ('<tr%s><td>%s</td><td class="n">%s</td><td class="n">%s</td><td class="n">%s</td><td class="n">%s</td>'
+            '<td class="n">%s</td><td>%s</td></tr>' % (
+                ' class="short-row"' if item.get("message") else "", _e(item.get("figure")),
+                _e("%s %s" % (charts.fmt(item.get("value")), item.get("unit") or "")),
+                _e("%s %s" % (charts.fmt(item.get("median")), item.get("unit") or "")), charts.fmt(item.get("mad")),
+                _e(item.get("hosts") if item.get("hosts") is not None else "?"),
+                "\u2014" if mads is None else "%.1f" % mads,
+                _e("outlier, %s" % (item.get("direction") or "?") if item.get("message") else "within")))
+
+
+def _host_normal(host):
+    """Is this node normal, after its health line: the profile and the verdict, each line (an
+    expectation outside, an outlier with its figure against the peers' median), the checks that
+    could not be judged, why the profile was chosen, and every figure against its peers."""
+    normal = host.get("normal") or {}
+    status = normal.get("status") if normal.get("status") in NORMAL_BADGES else "not_judged"
+    label = normal.get("profile") or "none recorded"
+    ident = _id("%s-normal" % host.get("id"))
+    if not normal.get("record"):
+        return '<div class="normal-host muted" id="%s">Profile %s: %s (no normal.json).</div>' % (
+            ident, _e(label), _normal_badge("not_judged"))
+    words = []
+    if status == "not_normal":
+        words.append(_plural(len(normal.get("lines") or []), "problem"))
+    elif status == "not_judged":
+        words.append(normal.get("why") or "nothing could be judged")
+    settings = normal.get("settings") or {}
+    if normal.get("compared"):
+        words.append("%s against the %s of its profile (outlier: more than %s MADs from their median)" % (
+            _plural(_count(normal["compared"]), "figure"),
+            _plural(len(normal.get("peers") or []), "other host") if normal.get("peers") else "no other host",
+            "%g" % settings["mads"] if isinstance(settings.get("mads"), (int, float)) else "?"))
+    elif normal.get("reason") and status != "not_judged":
+        words.append("no peer verdict: %s" % normal["reason"])
+    judged = "judged"
+    if normal.get("time"):
+        judged += " at %s" % normal["time"]
+    if normal.get("peers_from") == "fleet" and normal.get("recorded_normal") is not normal.get("normal"):
+        was = {True: "normal", False: "not normal", None: "not judged"}[normal.get("recorded_normal")]
+        judged += ", when its normal.json said %s (with %s of its profile)" % (
+            was, _plural(_count(normal.get("recorded_peers")), "other host"))
+    words.append(judged)
+    out = ['<div class="normal-host" id="%s">Profile %s: %s %s.' % (
+        ident, _e(label), _normal_badge(status), _e("; ".join(w for w in words if w)))]
+    out.append(_list(normal.get("lines") or []))
+    unknown = ["%s%s: %s" % (c.get("check"), " " + c["item"] if c.get("item") else "", c.get("message") or "")
+               for c in normal.get("checks") or [] if c.get("status") != "outside"]
+    if unknown:
+        out.append('<p class="muted">Could not be judged: %s.</p>' % _e("; ".join(unknown)))
+    about = []
+    if normal.get("profile_now"):
+        about.append("its profile.json now says %s (its normal.json was judged under the one above)" % normal["profile_now"])
+    if normal.get("pinned"):
+        about.append("pinned by the inventory")
+    if normal.get("reasons"):
+        about.append("chosen for: %s" % "; ".join(normal["reasons"]))
+    if about:
+        text = "; ".join(about)
+        out.append('<p class="muted">%s.</p>' % _e(text[:1].upper() + text[1:]))
+    if normal.get("figures"):
+        out.append('<details><summary>Every figure against its peers (%d)</summary><div class="in scroll"><table '
+                   'class="peers"><thead><tr><th>figure</th><th>this host</th><th>median</th><th>MAD</th><th>hosts</th>'
+                   '<th>MADs away</th><th>verdict</th></tr></thead><tbody>%s</tbody></table></div></details>' % (
+                       len(normal["figures"]), "".join(_peer_row(item) for item in normal["figures"])))
     out.append("</div>")
     return "".join(out)
 
@@ -904,10 +1038,11 @@ def render(model, title=TITLE):
         '<meta name="generator" content="gpufleet.tuning.fleet_report">',
         "<title>%s</title><style>%s</style></head><body>" % (_e(title), CSS.strip()),
         '<header><h1>%s</h1><p class="muted">%s%s</p><nav><a href="#health">Health</a><a href="#findings">Findings</a>'
-        '<a href="#rollout">Rollout</a><a href="#drift">Drift</a><a href="#hosts">Hosts</a></nav></header><main>' % (
+        '<a href="#normal">Normal?</a><a href="#rollout">Rollout</a><a href="#drift">Drift</a><a href="#hosts">Hosts</a></nav></header><main>' % (
             _e(title), _e(_plural(len(hosts), "host")),
             ", latest record %s" % _e(model["as_of"]) if model.get("as_of") else ""),
         _health(model),
+        _normal(model),
         _summary(model),
         _grid(model),
         _rollout(model),

@@ -28,7 +28,7 @@ PLUGINS = os.path.join(REPO, "plugins")
 FILTER = os.path.join(PLUGINS, "filter")
 COLLECTION = "ansible_collections.gpufleet.tuning"
 PACKAGE = COLLECTION + ".plugins"
-FILTER_FILES = ("audit.py", "changes.py", "experiments.py", "health.py", "report.py", "rollout.py")
+FILTER_FILES = ("audit.py", "changes.py", "experiments.py", "health.py", "profile.py", "report.py", "rollout.py")
 
 # Folder under plugins/ -> the packages of this collection its files must not import.
 FORBIDDEN = {

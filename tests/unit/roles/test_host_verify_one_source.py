@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.tuning.plugins.doc_fragments import state_record
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import role_base_defaults
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLES = os.path.join(REPO, "roles")
@@ -65,7 +66,7 @@ PREFIXES = {
 RECORD_KEEPING = ("tuning_state", "tuning_revert")
 # Actions that write the run's records on the controller, in the controller process, as
 # ansible.builtin.copy would: no module of the node, so none of the rules below apply to them.
-CONTROLLER_ACTIONS = ("artifact_files", "audit_judge", "fleet_report")
+CONTROLLER_ACTIONS = ("artifact_files", "audit_judge", "fleet_report", "node_normal", "profile_select")
 
 # Module arguments that no role variable of that name sets, and why.
 DERIVED_ARGUMENTS = {
@@ -190,12 +191,8 @@ def role_vars_in(value):
 
 
 def role_defaults(role):
-    merged = {}
-    folder = os.path.join(ROLES, role, "defaults", "main")
-    for name in sorted(os.listdir(folder)):
-        if name.endswith((".yml", ".yaml")):
-            merged.update(load(os.path.join(folder, name)) or {})
-    return merged
+    """The role's defaults; one that reads the node's profile (profile_settings) as its base value."""
+    return role_base_defaults(os.path.dirname(ROLES), role)
 
 
 def argument_specs(role):

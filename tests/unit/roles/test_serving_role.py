@@ -55,7 +55,8 @@ def test_before_and_after_are_compared_on_the_controller(tmp_path, fake):
     rc, out = play(tmp_path, fake, "after", serving_max_regression_pct=50)
     assert rc == 0, out
     folder = tmp_path / "artifacts" / "node1"
-    assert sorted(os.listdir(folder)) == ["benchmark-after.json", "benchmark-before.json", "benchmark.json", "benchmark.md"]
+    assert sorted(os.listdir(folder)) == ["benchmark-after.json", "benchmark-before.json", "benchmark.json", "benchmark.md",
+                                          "normal.json"]
     report = json.loads((folder / "benchmark.json").read_text())
     assert report["comparable"] and report["host"] == "node1" and report["changes"] == CHANGES
     assert [lv["concurrency"] for lv in report["levels"]] == [1, 2]

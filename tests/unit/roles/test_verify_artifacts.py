@@ -118,4 +118,4 @@ def test_a_second_run_keeps_the_previous_result_byte_for_byte(tmp_path):
     assert (folder / "verify.previous.json").read_bytes() == first
     second = json.loads((folder / "verify.json").read_text())
     assert second["comparison"]["previous_time"] == json.loads(first)["time"]
-    assert sorted(os.listdir(str(folder))) == ["verify.json", "verify.previous.json"]
+    assert sorted(os.listdir(str(folder))) == ["normal.json", "verify.json", "verify.previous.json"]

@@ -5,6 +5,7 @@ import os
 import yaml
 
 from ansible_collections.gpufleet.tuning.plugins.module_utils import p2p_bandwidth
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import role_base_defaults
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "verify")
 
@@ -15,7 +16,7 @@ def load(*parts):
 
 
 def test_the_new_variables_have_defaults_and_specs_that_agree():
-    defaults = load("defaults", "main", "p2p_bandwidth.yml")
+    defaults = role_base_defaults(os.path.dirname(os.path.dirname(ROLE)), "verify")
     options = load("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
     expected = {"verify_p2p_no_peer_access": "fail", "verify_p2p_link_floors": True,
                 "verify_p2p_floor_efficiency": {}, "verify_p2p_min_unidirectional_gbps": None,

@@ -12,6 +12,7 @@ from ansible_collections.gpufleet.tuning.plugins.module_utils.common import reco
 from ansible_collections.gpufleet.tuning.plugins.module_utils.common.outcome import ModuleFailure
 from ansible_collections.gpufleet.tuning.plugins.module_utils.hw import sysctl
 from ansible_collections.gpufleet.tuning.plugins.module_utils import sysctl_profile as sp
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import role_base_defaults
 from ansible_collections.gpufleet.tuning.tests.unit.helpers import read, snapshot, write_tree
 
 HOST = {
@@ -1153,8 +1154,7 @@ def test_role_defaults_never_lower_a_current_kernel_default(role, variables):
     root = os.path.dirname(os.path.abspath(__file__))
     for _level in range(4):
         root = os.path.dirname(root)
-    with open(os.path.join(root, "roles", role, "defaults", "main", "sysctl_profile.yml")) as handle:
-        defaults = yaml.safe_load(handle)
+    defaults = role_base_defaults(root, role)
     with open(os.path.join(root, "roles", role, "meta", "argument_specs.yml")) as handle:
         options = yaml.safe_load(handle)["argument_specs"]["main"]["options"]
     checked = 0

@@ -8,13 +8,13 @@ beside the evaluation: the dict the role writes to audit.json.
 """
 
 import copy
-import glob
 import os
 
 import yaml
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_planned import audit_planned
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_rules import audit_rules
+from ansible_collections.gpufleet.tuning.tests.unit.helpers import role_base_defaults
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FIXTURES = os.path.join(REPO, "tests", "unit", "fixtures", "audit")
@@ -36,10 +36,8 @@ def fixture(name):
 
 
 def host_defaults():
-    merged = {}
-    for path in sorted(glob.glob(os.path.join(REPO, "roles", "host", "defaults", "main", "*.yml"))):
-        merged.update(load_yaml(path) or {})
-    return merged
+    """The host role's defaults, as the base profile gives them."""
+    return role_base_defaults(REPO, "host")
 
 
 def params():
