@@ -19,8 +19,6 @@ import datetime
 import difflib
 import json
 
-import yaml
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
@@ -38,8 +36,7 @@ def _fail(message):
 def _settings_text(profile):
     lines = ["# %s (%s)" % (profile["name"], profile["description"])]
     for key in sorted(profile["settings"]):
-        lines.append(yaml.safe_dump({key: profile["settings"][key]}, default_flow_style=True, width=1 << 16).strip()
-                     + "  # " + profile["sources"][key])
+        lines.append("%s: %s  # %s" % (key, json.dumps(profile["settings"][key], sort_keys=True), profile["sources"][key]))
     return "\n".join(lines) + "\n"
 
 

@@ -83,11 +83,11 @@ def test_a_pin_returns_the_facts_choice_beside_it():
     text = action._settings_text(auto)  # pylint: disable=protected-access
     assert text.splitlines()[0] == "# hgx-hopper/latency (HGX H100/H200, SXM GPUs on NVLink 4 through NVSwitch)"
     assert text.splitlines()[1:] == [
-        "{host_cmdline_cstate_cap: true}  # intent latency",
-        "{host_cpu_power_max_idle_latency_us: 0}  # intent latency",
-        "{serving_benchmark_concurrency: [1, 2]}  # intent latency",
-        "{serving_gate_figures: [decode_tokens_per_s, ttft_ms.p50]}  # intent latency",
-        "{verify_p2p_min_speedup: {nvlink: 4, pcie: 1.2}}  # platform hgx-hopper"]
+        "host_cmdline_cstate_cap: true  # intent latency",
+        "host_cpu_power_max_idle_latency_us: 0  # intent latency",
+        "serving_benchmark_concurrency: [1, 2]  # intent latency",
+        'serving_gate_figures: ["decode_tokens_per_s", "ttft_ms.p50"]  # intent latency',
+        'verify_p2p_min_speedup: {"nvlink": 4, "pcie": 1.2}  # platform hgx-hopper']
 
 
 def test_the_inventory_s_profiles_are_used():
@@ -247,7 +247,7 @@ def test_run_with_diff_shows_the_pin_against_the_facts():
     diff = result["diff"]
     assert diff["before_header"] == "profile hgx-blackwell/throughput (chosen from the facts)"
     assert diff["after_header"] == "profile hgx-hopper/throughput (gpufleet_profile)"
-    assert "{host_cmdline_present: []}  # platform hgx-blackwell" in diff["before"].splitlines()
+    assert "host_cmdline_present: []  # platform hgx-blackwell" in diff["before"].splitlines()
     assert "host_cmdline_present" not in diff["after"]
     assert "diff" not in run_action(args(pf.hgx_b200(), pin="hgx-blackwell"), diff=True)
     assert "diff" not in run_action(args(pf.hgx_b200(), pin="hgx-hopper"), diff=False)
