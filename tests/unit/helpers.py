@@ -132,16 +132,22 @@ def bounded(work, seconds=10):
 # A role default that reads the node's profile (roles/profile): profile_settings.NAME, else the
 # base value, written as a Jinja literal or as a variable of the role's vars/main.yml.
 PROFILE_DEFAULT = re.compile(r"^\{\{ profile_settings\.(\w+) \| default\((.*)\) \}\}$", re.S)
+# A mapping's: its base combined with what the profile sets, key by key.
+PROFILE_COMBINED = re.compile(r"^\{\{ (.*) \| combine\(profile_settings\.(\w+) \| default\(\{\}\)\) \}\}$", re.S)
 
 
 def base_default(value, role_vars=None):
     """``value`` as the base profile gives it: a default that reads profile_settings is its
-    default() argument evaluated (with ``role_vars``); anything else is returned as it is."""
+    default() argument evaluated, a mapping's its base before the combine (with ``role_vars``);
+    anything else is returned as it is."""
     import jinja2  # the controller's; not needed by the module tests
     if isinstance(value, str):
         match = PROFILE_DEFAULT.match(value.strip())
         if match:
             return jinja2.Environment().compile_expression(match.group(2))(**(role_vars or {}))
+        match = PROFILE_COMBINED.match(value.strip())
+        if match:
+            return jinja2.Environment().compile_expression(match.group(1))(**(role_vars or {}))
     return value
 
 

@@ -190,3 +190,12 @@ def test_the_guard_rails_refuse_before_anything_changes(tmp_path, extra, waive, 
         assert not (tmp_path / "state.json").exists()
     else:
         assert "Hold the profile's guard rails" in out and "guard rail" not in out.split("Hold the profile's guard rails")[1][:400]
+
+
+def test_a_mapping_a_profile_sets_is_combined_with_the_role_s_base_key_by_key(tmp_path):
+    extra = {"intents": {"quiet-swap": {"settings": {"host_sysctl_settings": {"vm.swappiness": 1}}}}}
+    result = result_of(choose(tmp_path, profile_facts.l40s_x4(), "-e", "gpufleet_profile_intent=quiet-swap",
+                              "-e", json.dumps({"gpufleet_profiles_extra": extra})))
+    assert result["profile"] == "l40s/quiet-swap"
+    assert result["sysctl"]["vm.swappiness"] == 1, "the intent's key"
+    assert result["sysctl"]["kernel.numa_balancing"] == 0, "the base's other keys kept"
