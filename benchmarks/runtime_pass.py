@@ -156,6 +156,7 @@ HOST_ROLE_PLAYBOOK = os.path.join(HERE, "host_role.yml")
 TUNE_PLAYBOOK = os.path.join(REPO, "playbooks", "tune.yml")
 LOCAL_INVENTORY = os.path.join(REPO, "inventory", "localhost.yml")
 HOST_DEFAULTS = os.path.join(REPO, "roles", "host", "defaults", "main")
+HOST_VARS = os.path.join(REPO, "roles", "host", "vars", "main.yml")
 SYSCTL_GUARD = os.path.join(REPO, "molecule", "resources", "sysctl_guard.py")
 HARNESS = os.path.join(REPO, "scripts", "harness", "podman")
 HARNESS_LOCK = os.path.join(REPO, ".cache", "podman", "lock")
@@ -624,17 +625,21 @@ def find_tools():
 
 
 def load_defaults(python):
-    """The host role's defaults, merged in file order as Ansible does."""
+    """The host role's defaults, merged in file order as Ansible does; host_sysctl_settings as the
+    base profile gives it (a node with no GPU gets the base profile: roles/host/vars/main.yml's
+    __host_sysctl_settings_base, which the default combines with the profile's keys)."""
     code = ("import json, os, sys, yaml\n"
             "merged = {}\n"
             "for name in sorted(os.listdir(sys.argv[1])):\n"
             "    if name.endswith(('.yml', '.yaml')):\n"
             "        with open(os.path.join(sys.argv[1], name)) as handle:\n"
             "            merged.update(yaml.safe_load(handle) or {})\n"
+            "if isinstance(merged.get('host_sysctl_settings'), str):\n"
+            "    merged['host_sysctl_settings'] = yaml.safe_load(open(sys.argv[3]))['__host_sysctl_settings_base']\n"
             "naive = yaml.safe_load(open(sys.argv[2]))\n"
             "keys = [t['ansible.posix.sysctl']['name'] for t in naive[0]['tasks'] if 'ansible.posix.sysctl' in t]\n"
             "print(json.dumps({'defaults': merged, 'naive_keys': keys}, default=str))\n")
-    run = subprocess.run([python, "-c", code, HOST_DEFAULTS, NAIVE_PLAYBOOK], check=False, stdout=subprocess.PIPE,
+    run = subprocess.run([python, "-c", code, HOST_DEFAULTS, NAIVE_PLAYBOOK, HOST_VARS], check=False, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, universal_newlines=True)
     if run.returncode != 0:
         raise BenchError("cannot read the host role's defaults with %s: %s" % (python, run.stderr.strip()[-1000:]))
