@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """On a real GPU node, after playbooks/audit.yml: the profile the facts chose, held against what
@@ -84,8 +83,8 @@ def main():
     print("settings (layer):")
     for key in sorted(profile["settings"]):
         print("  %s = %s  (%s)" % (key, json.dumps(profile["settings"][key]), profile["sources"][key]))
-    print("guard rails: %s; violations: %s" % (", ".join(r["name"] for r in profile["guard_rails"]),
-                                              profile["violations"] or "none"))
+    rails = ", ".join(r["name"] for r in profile["guard_rails"])
+    print("guard rails: %s; violations: %s" % (rails, profile["violations"] or "none"))
     print("audit.json keeps the profile: %s" % ((audit.get("profile") or {}).get("name") == profile["name"]))
     bad += 0 if (audit.get("profile") or {}).get("name") == profile["name"] else 1
     print("%d difference(s)" % bad)
