@@ -4,9 +4,13 @@
 nvidia-smi says the node is, and the node's real figures against the profile's expectations.
 
     python3 tests/gpu/profile_check.py ARTIFACTS/HOST [--expect-platform hgx-hopper]
+    .venv-test/bin/python tests/gpu/profile_check.py --from-audit docs/examples/h200-x2/audit.json \
+        --expect-platform hgx-hopper      # the choice replayed from a recorded audit's facts
 
 Reads HOST/profile.json and HOST/audit.json (read-only), runs ``nvidia-smi -q -x`` for the GPUs'
-names and PCI device ids, and prints one line per comparison. Exit 1 when the platform differs
+names and PCI device ids, and prints one line per comparison. With --from-audit, the profile is
+chosen here, from the facts a recorded audit.json keeps (the shipped profiles, the throughput
+intent), and nvidia-smi is not run. Exit 1 when the platform differs
 from --expect-platform, a GPU's device id or name differs from nvidia-smi's, a GPU is not a model
 of the chosen platform, or a facts-only expectation (GPU count, NVLinks, memory bandwidth) is
 outside. Changes nothing.
@@ -41,15 +45,37 @@ def smi_gpus():
     return out
 
 
+def replay(audit):
+    """The profile the shipped profiles give the facts of a recorded audit (throughput intent)."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.join(repo, ".collections"))
+    # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.tuning.plugins.plugin_utils import node_normal, profile_data, profile_node
+    from ansible_collections.gpufleet.tuning.plugins.plugin_utils import profile_select
+    profiles = profile_data.load_dir(os.path.join(repo, "roles", "profile", "files"))
+    node = profile_node.describe(audit["facts"])
+    profile = profile_select.select(node, profiles)
+    profile["checks"] = [c for c in node_normal.absolute(profile, node, [])
+                         if c["check"] in ("gpu_count", "nvlink_links", "memory_bandwidth")]
+    return profile
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("host_dir")
+    parser.add_argument("host_dir", nargs="?")
     parser.add_argument("--expect-platform")
+    parser.add_argument("--from-audit", help="choose from this audit.json's facts instead")
     args = parser.parse_args()
-    with open(os.path.join(args.host_dir, "profile.json")) as handle:
-        profile = json.load(handle)
-    with open(os.path.join(args.host_dir, "audit.json")) as handle:
-        audit = json.load(handle)
+    if args.from_audit:
+        with open(args.from_audit) as handle:
+            audit = json.load(handle)
+        profile = replay(audit)
+        audit["profile"] = {"name": profile["name"]}
+    else:
+        with open(os.path.join(args.host_dir, "profile.json")) as handle:
+            profile = json.load(handle)
+        with open(os.path.join(args.host_dir, "audit.json")) as handle:
+            audit = json.load(handle)
     bad = 0
 
     def line(ok, what, detail):
@@ -67,7 +93,8 @@ def main():
     if args.expect_platform:
         line(profile["platform"] == args.expect_platform, "platform", "%s (expected %s)"
              % (profile["platform"], args.expect_platform))
-    smi = smi_gpus()
+    smi = smi_gpus() if not args.from_audit else [
+        (g["bdf"], g["device_id"], g["name"]) for g in node["gpus"]]  # the recorded facts are the reference
     line(len(smi) == node["gpu_count"], "GPU count vs nvidia-smi", "%d in the facts, %d in nvidia-smi"
          % (node["gpu_count"], len(smi)))
     models = dict((d.lower(), m["model"]) for m in profile["expectations"].get("models") or [] for d in m.get("device_ids") or [])

@@ -163,7 +163,7 @@ def test_the_params_are_the_host_role_s_settings():
         __audit_xid_codes=audit_cases.load_yaml(os.path.join(ROLES, "audit", "vars", "main", "xid_codes.yml"))[
             "__audit_xid_codes"])
     host["__audit_health_params"] = {"health": health}
-    rendered = dict((key, env.from_string(text.strip()).render(**host)) for key, text in AUDIT_VARS["__audit_host_params"].items())
+    rendered = env.from_string(AUDIT_VARS["__audit_host_params"].strip()).render(**host)
     expected = audit_cases.params()
     assert rendered == expected
     with open(audit_cases.RULES_FILE) as handle:

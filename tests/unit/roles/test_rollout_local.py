@@ -235,3 +235,27 @@ def test_tune_leaves_a_sick_host_and_its_container_alone_and_tunes_the_others(tm
     rc, out = run_playbook(tmp_path, inventory, TUNE, ["--tags", "runtime", "-e", "gpufleet_health_policy=stop",
                                                        "-e", "report_artifacts_dir=%s" % (tmp_path / "artifacts")])
     assert rc != 0 and "gpufleet_health_policy is stop" in out, out
+
+
+def test_a_host_outside_its_profile_s_expectations_fails_the_expectations_gate(tmp_path):
+    """gpufleet_gate_expectations: h3's profile (base, amended for it alone) expects 8 GPUs on a
+    node of any kind and this machine has none: its expectations check fails, its tuning is
+    reverted and the rollout stops after its batch; the others' expectations are met."""
+    inventory = _fleet(tmp_path)
+    eight = dict((kind, [8]) for kind in ("bare_metal", "proxmox_host", "vm", "lxc_guest", "container"))
+    inventory["all"]["children"]["gpu_hosts"]["hosts"]["h3"]["gpufleet_profiles_extra"] = {
+        "base": {"expectations": {"gpu_count": eight}}}
+    before = _configs(tmp_path)
+    rc, out = _run(tmp_path, inventory, ROLLOUT, "-e", "gpufleet_serial=2", "-e", "gpufleet_gate_expectations=true")
+    assert rc != 0, out
+    report = _report(tmp_path)
+    hosts = report["hosts"]
+    assert [hosts[h]["status"] for h in HOSTS] == ["tuned", "tuned", "failed", "untouched", "untouched"], out
+    assert hosts["h3"]["failure"]["stage"] == "expectations" and hosts["h3"]["reverted"] is True
+    assert "0 GPU(s); base expects 8" in hosts["h3"]["failure"]["message"]
+    for name in ("h1", "h2"):
+        assert [c["status"] for c in hosts[name]["checks"] if c["name"] == "expectations"] == ["passed"], name
+    path = str(tmp_path / "nodes" / "h3" / "lxc" / "a" / "config")
+    assert _configs(tmp_path)[path] == before[path]
+    normal = json.loads((tmp_path / "artifacts" / "h3" / "normal.json").read_text())
+    assert normal["normal"] is False and normal["outside"][0]["check"] == "gpu_count"
