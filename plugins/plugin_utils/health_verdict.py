@@ -26,7 +26,7 @@ import datetime
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.tuning.plugins.plugin_utils import audit_rules
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import audit_rules, fact_envelope
 
 STATUSES = ("healthy", "degraded", "quarantined")
 POLICIES = ("quarantine", "stop", "report")
@@ -61,10 +61,6 @@ def _gpu_of(finding):
     return None
 
 
-def _value(item):
-    return item.get("value") if isinstance(item, dict) and "value" in item and "source" in item else item
-
-
 def _gpus(facts, findings):
     gpus = facts.get("gpus")
     gpus = gpus if isinstance(gpus, list) else []
@@ -72,9 +68,9 @@ def _gpus(facts, findings):
     for gpu in gpus:
         if not isinstance(gpu, dict):
             continue
-        index = _value(gpu.get("index"))
+        index = fact_envelope.value(gpu.get("index"))
         mine = [f for f in findings if _gpu_of(f) == index]
-        out.append({"index": index, "bdf": _value(gpu.get("bdf")), "name": _value(gpu.get("name")),
+        out.append({"index": index, "bdf": fact_envelope.value(gpu.get("bdf")), "name": fact_envelope.value(gpu.get("name")),
                     "status": _status(mine), "actions": heaviest_first(f["action"] for f in mine),
                     "findings": [f["rule"] for f in mine]})
     return out

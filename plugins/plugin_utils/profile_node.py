@@ -23,13 +23,7 @@ audit's report can say why a profile was chosen.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils import audit_rules
-
-
-def value(node):
-    """An envelope's value (None when unknown), or ``node`` itself when it is not an envelope."""
-    if isinstance(node, dict) and "value" in node and "source" in node:
-        return None if "unknown" in node else node["value"]
-    return node
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils.fact_envelope import value
 
 
 def _gpu(entry):

@@ -56,7 +56,7 @@ import os
 import re
 import stat
 
-from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs, node_normal
+from ansible_collections.gpufleet.tuning.plugins.plugin_utils import artifact_fs, fact_envelope, node_normal
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.audit_rules import SEVERITIES
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.experiments_report import figure_value
 from ansible_collections.gpufleet.tuning.plugins.plugin_utils.health_verdict import STATUSES as HEALTH_STATUSES
@@ -479,20 +479,14 @@ def _entry(entry):
             "reasons": [str(r) for r in entry.get("reasons") or []]}
 
 
-def _value(node):
-    if isinstance(node, dict) and "value" in node and "source" in node:
-        return None if "unknown" in node else node["value"]
-    return node
-
-
 def _gpus(facts):
     """``2 x NVIDIA H200`` from the audit's facts, or None."""
-    gpus = _value((facts or {}).get("gpus")) if isinstance(facts, dict) else None
+    gpus = fact_envelope.value((facts or {}).get("gpus")) if isinstance(facts, dict) else None
     if not isinstance(gpus, list) or not gpus:
         return None
     names = {}
     for gpu in gpus:
-        label = _value(gpu.get("name")) if isinstance(gpu, dict) else None
+        label = fact_envelope.value(gpu.get("name")) if isinstance(gpu, dict) else None
         label = str(label or "GPU")
         names[label] = names.get(label, 0) + 1
     return ", ".join("%d x %s" % (count, label) for label, count in names.items())
